@@ -1,0 +1,68 @@
+// fxcpp core: Python source generation (torch.fx CodeGen._gen_python_code).
+//
+// Note [Codegen namespace]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// As in torch.fx, generated code uses a fresh Namespace holding both globals
+// and node values. Custom builtins are registered first; each node's name is
+// created lazily at its first mention, in exactly torch.fx's evaluation order
+// (a call_function registers its target's global before naming the node), so
+// collisions between globals and values resolve identically.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fxcpp/core/graph.h"
+
+namespace fxcpp {
+
+/// Renders an Argument the way Python's repr() would inside generated code.
+using ArgReprFn = std::function<std::string(const Argument&)>;
+
+/// Customization points mirroring a torch.fx CodeGen subclass. Empty members
+/// use torch.fx's default behaviour.
+struct CodegenHooks {
+  /// node.meta.get('is_wrapped') -- emits `wrap("name")` lines.
+  std::function<bool(const Node&)> is_wrapped;
+  /// node.stack_trace (verbose mode only).
+  std::function<std::optional<std::string>(const Node&)> stack_trace;
+  /// CodeGen.gen_fn_def(free_vars, maybe_return_annotation).
+  std::function<std::string(std::vector<std::string>&, const std::string&)> gen_fn_def;
+  /// CodeGen.generate_output(output_args); the repr function names nodes in
+  /// the codegen namespace.
+  std::function<std::string(const Argument&, const ArgReprFn&)> generate_output;
+  /// CodeGen._body_transformer(body lines).
+  std::function<std::vector<std::string>(std::vector<std::string>)> body_transformer;
+  /// CodeGen.additional_globals().
+  std::function<std::vector<std::pair<std::string, Object>>()> additional_globals;
+  /// The object bound to `wrap` in the globals when wrapped functions occur.
+  Object wrap_fn;
+};
+
+struct PythonCodeOptions {
+  std::string root_module = "self";
+  bool verbose = false;
+  CodegenHooks hooks;
+};
+
+/// Generated source and the globals it must be executed with.
+struct PythonCode {
+  std::string src;
+  std::vector<std::pair<std::string, Object>> globals;
+};
+
+/// torch.fx Graph.python_code(root_module). O(graph size + text size).
+PythonCode python_code(const Graph& g, const PythonCodeOptions& opts = {});
+
+/// torch.fx `_format_target(base, target)`: "self.a.b" or getattr(...) chains.
+std::string format_target(const std::string& base, const std::string& target);
+
+/// Python repr() of an argument tree, naming nodes with `node_name`.
+std::string repr_argument(const Argument& a, const std::function<std::string(const Node*)>& node_name);
+/// torch.fx `_format_arg` (graph printing: str() of leaves, %name for nodes).
+std::string format_arg(const Argument& a);
+
+}  // namespace fxcpp

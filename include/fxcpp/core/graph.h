@@ -1,0 +1,194 @@
+// fxcpp core: Graph, the owner of Nodes.
+//
+// Note [Graph ownership and iteration]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A Graph owns its nodes in an intrusive doubly linked list closed by a root
+// sentinel (op Root). `nodes()` iterates live nodes; its iterator fetches the
+// successor before yielding, so erasing the current node or inserting anywhere
+// during iteration is safe (as is erasing any node while a *binding* holds the
+// current one, see Note [Erased nodes and tombstones]). Reverse iteration has
+// the same guarantee.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "fxcpp/core/namespace.h"
+#include "fxcpp/core/node.h"
+
+namespace fxcpp {
+
+/// Notifications the Python bindings use to keep their wrappers coherent.
+class GraphObserver {
+ public:
+  virtual ~GraphObserver() = default;
+  /// `n` (with binding() set) just became a tombstone.
+  virtual void on_tombstone(Node& n) = 0;
+  /// The graph is being destroyed and `n` (binding() set) with it.
+  virtual void on_destroy(Node& n) = 0;
+};
+
+class Graph;
+
+/// RAII insertion point (torch.fx `with graph.inserting_before(n):`). Restores
+/// the previous insertion point on destruction.
+class InsertGuard {
+ public:
+  InsertGuard(InsertGuard&& o) noexcept;
+  InsertGuard(const InsertGuard&) = delete;
+  InsertGuard& operator=(const InsertGuard&) = delete;
+  ~InsertGuard();
+ private:
+  friend class Graph;
+  InsertGuard(Graph* g, Node* anchor, bool after);
+  Graph* g_;
+  Node* old_anchor_;
+  bool old_after_;
+};
+
+/// Live-node range; see Note [Graph ownership and iteration].
+class NodeRange {
+ public:
+  class iterator {
+   public:
+    iterator(Node* cur, Node* root, bool reverse);
+    Node* operator*() const { return cur_; }
+    iterator& operator++();
+    bool operator!=(const iterator& o) const { return cur_ != o.cur_; }
+    bool operator==(const iterator& o) const { return cur_ == o.cur_; }
+   private:
+    Node* cur_;
+    Node* nxt_;
+    Node* root_;
+    bool reverse_;
+  };
+  NodeRange(Node* root, bool reverse) : root_(root), reverse_(reverse) {}
+  iterator begin() const;
+  iterator end() const { return iterator(root_, root_, reverse_); }
+  NodeRange reversed() const { return NodeRange(root_, !reverse_); }
+ private:
+  Node* root_;
+  bool reverse_;
+};
+
+/// Hook deciding call_module purity for eliminate_dead_code (module lookups live
+/// outside the core). Empty: call_module nodes are pure.
+using ImpureFn = std::function<bool(const Node&)>;
+
+class Graph {
+ public:
+  Graph();
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // ---- creation (torch.fx names) -----------------------------------------------------
+  /// Creates a node at the insertion point. `name` (if given) is the naming
+  /// candidate, else one derived from the target. Throws std::invalid_argument
+  /// for Root or a target of the wrong kind. Amortized O(|args|).
+  Node* create_node(Op op, Target target, std::vector<Argument> args = {}, KwArgs kwargs = {},
+                    const std::optional<std::string>& name = std::nullopt, Object type = {});
+  /// `default_value` set: the placeholder has args == (default,).
+  Node* placeholder(const std::string& name, Object type = {},
+                    std::optional<Argument> default_value = std::nullopt);
+  Node* get_attr(const std::string& qualified_name, Object type = {});
+  Node* call_function(Object fn, std::vector<Argument> args = {}, KwArgs kwargs = {}, Object type = {});
+  Node* call_method(const std::string& method, std::vector<Argument> args = {}, KwArgs kwargs = {},
+                    Object type = {});
+  Node* call_module(const std::string& module, std::vector<Argument> args = {}, KwArgs kwargs = {},
+                    Object type = {});
+  Node* output(Argument result, Object type = {});
+
+  /// Copies `node` (of any graph) to the insertion point, mapping its Node
+  /// arguments through `arg_transform`; name is re-derived from node's name.
+  Node* node_copy(const Node& node, const std::function<Argument(Node*)>& arg_transform = {});
+  /// torch.fx graph_copy: copies every node of `other` not already in
+  /// `val_map` (source node -> value), stopping at its output node. Returns the
+  /// mapped output value (nullopt if `other` has no output). If
+  /// `output_node` is given, it receives other's output node.
+  std::optional<Argument> graph_copy(const Graph& other, std::unordered_map<const Node*, Argument>& val_map,
+                                     const Node** output_node = nullptr);
+  /// A full copy (torch.fx __deepcopy__ of the node structure).
+  std::unique_ptr<Graph> clone() const;
+
+  // ---- removal -------------------------------------------------------------------------
+  /// Destroys `n` (Note [Erased nodes and tombstones]). Throws std::runtime_error
+  /// with torch.fx's message if `n` still has users. O(|args|).
+  void erase_node(Node* n);
+  /// Destroys a tombstone once its binding lets go.
+  void release_tombstone(Node* n);
+
+  // ---- insertion point -----------------------------------------------------------------
+  /// Insert before `n` (nullptr: at the beginning of the graph).
+  InsertGuard inserting_before(Node* n = nullptr);
+  /// Insert after `n` (nullptr: at the end of the graph).
+  InsertGuard inserting_after(Node* n = nullptr);
+  /// Sets the insertion point permanently (anchor, after?). The default is
+  /// (root, false): append at the end.
+  void set_insert_point(Node* anchor, bool after);
+  Node* insert_anchor() const { return insert_anchor_; }
+  bool insert_after() const { return insert_after_; }
+
+  // ---- queries -------------------------------------------------------------------------
+  NodeRange nodes() const { return NodeRange(root_, false); }
+  /// Number of live nodes. O(1).
+  size_t size() const { return size_; }
+  /// The list sentinel (op Root); node.next of the last node.
+  Node* root() const { return root_; }
+  /// Nodes with this op (and target, if given), in graph order. O(#results log #results).
+  std::vector<Node*> find_nodes(Op op, const Target* target = nullptr) const;
+  Namespace& names() { return names_; }
+
+  // ---- printing -------------------------------------------------------------------------
+  /// torch.fx str(graph).
+  void print(std::ostream& os) const;
+  std::string to_string() const;
+  void dump() const;
+
+  // ---- bindings ---------------------------------------------------------------------------
+  void set_observer(GraphObserver* o) { observer_ = o; }
+  GraphObserver* observer() const { return observer_; }
+  /// Used by is_impure() for call_module nodes; set by bindings.
+  void set_module_impure_fn(ImpureFn f) { module_impure_ = std::move(f); }
+  const ImpureFn& module_impure_fn() const { return module_impure_; }
+
+ private:
+  friend class Node;
+  friend class InsertGuard;
+  struct BucketKey {
+    Op op;
+    const void* fn;
+    std::string str;
+    bool operator==(const BucketKey& o) const { return op == o.op && fn == o.fn && str == o.str; }
+  };
+  struct BucketKeyHash { size_t operator()(const BucketKey& k) const; };
+  struct Bucket { Node* head = nullptr; Node* tail = nullptr; size_t count = 0; };
+  static BucketKey key_of(Op op, const Target& t);
+
+  void link_before(Node* pos, Node* n);  // raw list insert
+  void unlink(Node* n);                  // raw list removal
+  void assign_order(Node* n);
+  void renumber();
+  void bucket_add(Node* n);
+  void bucket_remove(Node* n);
+  void destroy(Node* n);
+
+  Node* root_;
+  size_t size_ = 0;
+  Node* insert_anchor_;
+  bool insert_after_ = false;
+  Namespace names_;
+  std::unordered_map<BucketKey, Bucket, BucketKeyHash> buckets_;
+  GraphObserver* observer_ = nullptr;
+  ImpureFn module_impure_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Graph& g);
+
+}  // namespace fxcpp

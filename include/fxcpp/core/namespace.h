@@ -1,0 +1,64 @@
+// fxcpp core: unique Python identifiers (torch.fx `_Namespace`).
+//
+// Note [Linear-time naming]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// torch.fx 1.13 resolves a collision on `base` by trying base_1, base_2, ...
+// from 1 every time, which is quadratic for graphs with many `add` nodes. We
+// give identical results in amortized O(1): for each base we remember a hint h
+// such that base_1 .. base_{h-1} are all taken (names are never released, so
+// the hint stays valid) and start a from-1 search at h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "fxcpp/core/object.h"
+
+namespace fxcpp {
+
+/// The names a generated identifier must not shadow. Process-wide; the Python
+/// bindings refresh `builtins` from the running interpreter and attach the
+/// real custom-builtin objects.
+struct NameRules {
+  std::unordered_set<std::string> keywords;
+  std::unordered_set<std::string> builtins;
+  /// torch.fx `_custom_builtins`, in registration order: name -> object.
+  std::vector<std::pair<std::string, Object>> custom_builtins;
+  bool is_custom_builtin(const std::string& name, const Object** obj) const;
+};
+/// The rules in force (defaults: Python 3.11 keywords and builtins).
+NameRules& name_rules();
+
+/// Python's str.isidentifier() for ASCII/UTF-8 text (non-ASCII letters accepted).
+bool is_identifier(std::string_view s);
+/// torch.fx _snake_case.
+std::string snake_case(std::string_view s);
+
+class Namespace {
+ public:
+  /// torch.fx create_name(candidate, obj). `key` identifies the object the name
+  /// is associated with (nullptr: none); `obj` is used for builtin shadowing
+  /// checks (may be null). Returns the name. Amortized O(|candidate|).
+  std::string create_name(std::string_view candidate, const void* key, const Object* obj = nullptr);
+  /// Associates an already-created name with `key`.
+  void associate(const std::string& name, const void* key) { obj_to_name_[key] = name; }
+  bool is_used(const std::string& name) const { return used_.count(name) != 0; }
+  /// Marks a name as taken without an object.
+  void reserve(const std::string& name) { used_.insert(name); }
+  const std::string* name_of(const void* key) const {
+    auto it = obj_to_name_.find(key);
+    return it == obj_to_name_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  bool is_illegal(const std::string& name, const Object* obj) const;
+  std::unordered_set<std::string> used_;
+  std::unordered_map<const void*, std::string> obj_to_name_;
+  std::unordered_map<std::string, uint64_t> hint_;
+};
+
+}  // namespace fxcpp

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages fxcpp needs, only those that are missing.
+set -euo pipefail
+PKGS="cmake g++ make python3-dev pybind11-dev python3-torch python3-torchvision libtorch-dev libgtest-dev
+      libbenchmark-dev python3-pytest python3-tabulate python3-matplotlib graphviz"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "fxcpp: installing missing packages:$missing"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq || true
+  $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi

@@ -1,0 +1,368 @@
+#include "fxcpp/core/graph.h"
+
+#include <algorithm>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+namespace fxcpp {
+
+namespace {
+constexpr uint64_t kGap = uint64_t(1) << 20;
+constexpr uint64_t kEnd = uint64_t(1) << 62;  // order key of the root seen as "end"
+}  // namespace
+
+// ---------------------------------------------------------------- InsertGuard
+InsertGuard::InsertGuard(Graph* g, Node* anchor, bool after)
+    : g_(g), old_anchor_(g->insert_anchor_), old_after_(g->insert_after_) {
+  g->set_insert_point(anchor, after);
+}
+InsertGuard::InsertGuard(InsertGuard&& o) noexcept : g_(o.g_), old_anchor_(o.old_anchor_), old_after_(o.old_after_) {
+  o.g_ = nullptr;
+}
+InsertGuard::~InsertGuard() {
+  if (g_) g_->set_insert_point(old_anchor_, old_after_);
+}
+
+// ----------------------------------------------------------------- NodeRange
+NodeRange::iterator::iterator(Node* cur, Node* root, bool reverse) : cur_(cur), nxt_(nullptr), root_(root), reverse_(reverse) {
+  if (cur_ != root_) nxt_ = reverse_ ? cur_->prev() : cur_->next();
+}
+NodeRange::iterator& NodeRange::iterator::operator++() {
+  // Early increment: the successor was fetched before the body ran. If the
+  // body erased it, fall back to a fresh lookup from the current node.
+  Node* n = nxt_;
+  if (n != root_ && n->erased()) n = reverse_ ? n->prev() : n->next();
+  cur_ = n;
+  nxt_ = cur_ == root_ ? nullptr : (reverse_ ? cur_->prev() : cur_->next());
+  return *this;
+}
+NodeRange::iterator NodeRange::begin() const {
+  Node* first = reverse_ ? root_->prev() : root_->next();
+  return iterator(first, root_, reverse_);
+}
+
+// ---------------------------------------------------------------------- Graph
+Graph::Graph() {
+  root_ = new Node(this, Op::Root, "", Target(std::string("")));
+  root_->prev_ = root_->next_ = root_;
+  insert_anchor_ = root_;
+}
+
+Graph::~Graph() {
+  // Bindings first, while every node is still intact.
+  if (observer_) {
+    for (Node* n = root_->next_; n != root_; n = n->next_)
+      if (n->binding_) observer_->on_destroy(*n);
+    if (root_->binding_) observer_->on_destroy(*root_);
+  }
+  // Edges that cross into other graphs (only lint-invalid graphs have them)
+  // are cut properly: foreign users lose the reference (it becomes None), and
+  // our uses of foreign nodes leave their users lists.
+  for (Node* n = root_->next_; n != root_; n = n->next_) {
+    std::vector<Node*> foreign_users;
+    for (Node* u : n->users())
+      if (u->graph_ != this) foreign_users.push_back(u);
+    for (Node* u : foreign_users) u->replace_input_with(n, Argument());
+  }
+  // Then drop use lists (unlinking only foreign ones) and free.
+  Node* n = root_->next_;
+  while (n != root_) {
+    Node* nx = n->next_;
+    bool foreign = false;
+    for (auto& u : n->inputs_) foreign = foreign || u.value->graph_ != this;
+    if (foreign) {
+      std::vector<Use> keep;
+      for (auto& u : n->inputs_)
+        if (u.value->graph_ != this) keep.push_back(u);
+      n->inputs_.clear();
+      n->inputs_ = std::move(keep);
+      // Re-point neighbours at the moved Use records before unlinking.
+      for (auto& u : n->inputs_) {
+        if (u.prev) u.prev->next = &u; else u.value->users_head_ = &u;
+        if (u.next) u.next->prev = &u; else u.value->users_tail_ = &u;
+      }
+      n->unlink_uses();
+    } else {
+      n->inputs_.clear();
+    }
+    delete n;
+    n = nx;
+  }
+  root_->inputs_.clear();
+  delete root_;
+}
+
+size_t Graph::BucketKeyHash::operator()(const BucketKey& k) const {
+  return std::hash<std::string>()(k.str) ^ (std::hash<const void*>()(k.fn) * 31) ^ static_cast<size_t>(k.op);
+}
+
+Graph::BucketKey Graph::key_of(Op op, const Target& t) {
+  return BucketKey{op, t.fn ? t.fn.get() : nullptr, t.fn ? std::string() : t.str};
+}
+
+void Graph::bucket_add(Node* n) {
+  Bucket& b = buckets_[key_of(n->op_, n->target_)];
+  n->bucket_prev_ = b.tail;
+  n->bucket_next_ = nullptr;
+  if (b.tail) b.tail->bucket_next_ = n; else b.head = n;
+  b.tail = n;
+  ++b.count;
+}
+
+void Graph::bucket_remove(Node* n) {
+  auto it = buckets_.find(key_of(n->op_, n->target_));
+  if (it == buckets_.end()) return;
+  Bucket& b = it->second;
+  if (n->bucket_prev_) n->bucket_prev_->bucket_next_ = n->bucket_next_; else b.head = n->bucket_next_;
+  if (n->bucket_next_) n->bucket_next_->bucket_prev_ = n->bucket_prev_; else b.tail = n->bucket_prev_;
+  n->bucket_prev_ = n->bucket_next_ = nullptr;
+  if (--b.count == 0) buckets_.erase(it);
+}
+
+void Graph::link_before(Node* pos, Node* n) {
+  Node* p = pos->prev_;
+  p->next_ = n;
+  n->prev_ = p;
+  n->next_ = pos;
+  pos->prev_ = n;
+  assign_order(n);
+}
+
+void Graph::unlink(Node* n) {
+  n->prev_->next_ = n->next_;
+  n->next_->prev_ = n->prev_;
+  n->prev_ = n->next_ = n;
+}
+
+void Graph::assign_order(Node* n) {
+  uint64_t lo = n->prev_ == root_ ? 0 : n->prev_->order_;
+  uint64_t hi = n->next_ == root_ ? kEnd : n->next_->order_;
+  if (n->next_ == root_ && lo + kGap < kEnd) {
+    n->order_ = lo + kGap;
+    return;
+  }
+  if (hi > lo + 1) {
+    n->order_ = lo + (hi - lo) / 2;
+    return;
+  }
+  // Out of room: spread a growing window around n evenly (amortized cheap).
+  Node* left = n;
+  Node* right = n;
+  size_t count = 1;
+  for (size_t want = 2;; want *= 2) {
+    while (count < want && (left->prev_ != root_ || right->next_ != root_)) {
+      if (left->prev_ != root_) { left = left->prev_; ++count; }
+      if (count < want && right->next_ != root_) { right = right->next_; ++count; }
+    }
+    uint64_t wlo = left->prev_ == root_ ? 0 : left->prev_->order_;
+    uint64_t whi = right->next_ == root_ ? kEnd : right->next_->order_;
+    if (whi - wlo > (count + 1) * 64 || (left->prev_ == root_ && right->next_ == root_)) {
+      uint64_t step = (whi - wlo) / (count + 1);
+      if (left->prev_ == root_ && right->next_ == root_) step = std::min<uint64_t>(kGap, step);
+      uint64_t k = wlo;
+      for (Node* x = left;; x = x->next_) {
+        k += step;
+        x->order_ = k;
+        if (x == right) break;
+      }
+      return;
+    }
+  }
+}
+
+void Graph::set_insert_point(Node* anchor, bool after) {
+  insert_anchor_ = anchor ? anchor : root_;
+  insert_after_ = after;
+}
+
+InsertGuard Graph::inserting_before(Node* n) {
+  if (!n) return InsertGuard(this, root_, true);  // torch.fx: inserting_after(root)
+  if (n->graph_ != this) throw std::invalid_argument("Node to insert before is not in graph.");
+  return InsertGuard(this, n, false);
+}
+
+InsertGuard Graph::inserting_after(Node* n) {
+  if (!n) return InsertGuard(this, root_, false);  // torch.fx: inserting_before(root)
+  if (n->graph_ != this) throw std::invalid_argument("Node to insert after is not in graph.");
+  return InsertGuard(this, n, true);
+}
+
+Node* Graph::create_node(Op op, Target target, std::vector<Argument> args, KwArgs kwargs,
+                         const std::optional<std::string>& name, Object type) {
+  if (op == Op::Root) throw std::invalid_argument("cannot create a node with op 'root'");
+  if (op == Op::CallFunction && !target.is_object())
+    throw std::invalid_argument("call_function target must be a callable object");
+  if (op != Op::CallFunction && target.is_object())
+    throw std::invalid_argument(std::string(op_name(op)) + " target must be a string");
+  std::string candidate;
+  if (name) {
+    candidate = *name;
+  } else if (target.is_object()) {
+    candidate = snake_case(target.fn.name());
+  } else {
+    std::string_view t = target.str;
+    if (t.size() >= 4 && t.substr(0, 2) == "__" && t.substr(t.size() - 2) == "__") t = t.substr(2, t.size() - 4);
+    else if (t == "__" || t == "___") t = std::string_view();
+    candidate = snake_case(t);
+  }
+  std::string uniq = names_.create_name(candidate, nullptr);
+  Node* n = new Node(this, op, std::move(uniq), std::move(target));
+  n->type_ = std::move(type);
+  n->args_ = std::move(args);
+  n->kwargs_ = std::move(kwargs);
+  n->link_uses();
+  // torch.fx: _insert = anchor.prepend (before) or anchor.append (after).
+  Node* pos = insert_after_ ? insert_anchor_->next_ : insert_anchor_;
+  link_before(pos, n);
+  bucket_add(n);
+  ++size_;
+  return n;
+}
+
+Node* Graph::placeholder(const std::string& name, Object type, std::optional<Argument> default_value) {
+  std::vector<Argument> args;
+  if (default_value) args.push_back(std::move(*default_value));
+  return create_node(Op::Placeholder, Target(name), std::move(args), {}, name, std::move(type));
+}
+
+Node* Graph::get_attr(const std::string& qualified_name, Object type) {
+  return create_node(Op::GetAttr, Target(qualified_name), {}, {}, std::nullopt, std::move(type));
+}
+
+Node* Graph::call_function(Object fn, std::vector<Argument> args, KwArgs kwargs, Object type) {
+  return create_node(Op::CallFunction, Target(std::move(fn)), std::move(args), std::move(kwargs), std::nullopt,
+                     std::move(type));
+}
+
+Node* Graph::call_method(const std::string& method, std::vector<Argument> args, KwArgs kwargs, Object type) {
+  return create_node(Op::CallMethod, Target(method), std::move(args), std::move(kwargs), std::nullopt, std::move(type));
+}
+
+Node* Graph::call_module(const std::string& module, std::vector<Argument> args, KwArgs kwargs, Object type) {
+  return create_node(Op::CallModule, Target(module), std::move(args), std::move(kwargs), std::nullopt, std::move(type));
+}
+
+Node* Graph::output(Argument result, Object type) {
+  return create_node(Op::Output, Target(std::string("output")), {std::move(result)}, {}, std::nullopt, std::move(type));
+}
+
+Node* Graph::node_copy(const Node& node, const std::function<Argument(Node*)>& arg_transform) {
+  std::vector<Argument> args;
+  args.reserve(node.args_.size());
+  KwArgs kwargs;
+  kwargs.reserve(node.kwargs_.size());
+  if (arg_transform) {
+    for (auto& a : node.args_) args.push_back(a.map_nodes(arg_transform));
+    for (auto& kv : node.kwargs_) kwargs.emplace_back(kv.first, kv.second.map_nodes(arg_transform));
+  } else {
+    args = node.args_;
+    kwargs = node.kwargs_;
+  }
+  Node* n = create_node(node.op_, node.target_, std::move(args), std::move(kwargs), node.name_, node.type_);
+  if (node.meta_) n->meta_ = std::make_unique<KwArgs>(*node.meta_);
+  return n;
+}
+
+std::optional<Argument> Graph::graph_copy(const Graph& other, std::unordered_map<const Node*, Argument>& val_map,
+                                          const Node** output_node) {
+  auto lookup = [&](Node* n) -> Argument {
+    auto it = val_map.find(n);
+    if (it == val_map.end()) throw std::out_of_range("graph_copy: node '" + n->name() + "' has no mapped value");
+    return it->second;
+  };
+  for (Node* node : other.nodes()) {
+    if (val_map.count(node)) continue;
+    if (node->op_ == Op::Output) {
+      if (output_node) *output_node = node;
+      return node->args_.empty() ? Argument() : node->args_[0].map_nodes(lookup);
+    }
+    val_map[node] = Argument::node(node_copy(*node, lookup));
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<Graph> Graph::clone() const {
+  auto g = std::make_unique<Graph>();
+  std::unordered_map<const Node*, Argument> val_map;
+  const Node* out = nullptr;
+  auto rv = g->graph_copy(*this, val_map, &out);
+  if (out) g->output(rv ? *rv : Argument(), out->type_);
+  return g;
+}
+
+void Graph::erase_node(Node* n) {
+  if (n->graph_ != this || n->op_ == Op::Root) throw std::invalid_argument("Node is not in this graph");
+  if (n->erased_) return;
+  if (n->num_users_ > 0) {
+    std::ostringstream os;
+    os << "Tried to erase Node " << n->name_ << " but it still had " << n->num_users_
+       << " users in the graph: {";
+    bool first = true;
+    for (Node* u : n->users()) {
+      os << (first ? "" : ", ") << u->name_ << ": None";
+      first = false;
+    }
+    os << "}!";
+    throw std::runtime_error(os.str());
+  }
+  // torch.fx replaces Node arguments of the erased node by None.
+  auto to_none = [](Node*) { return Argument(); };
+  std::vector<Argument> na;
+  na.reserve(n->args_.size());
+  for (auto& a : n->args_) na.push_back(a.map_nodes(to_none));
+  KwArgs nk;
+  nk.reserve(n->kwargs_.size());
+  for (auto& kv : n->kwargs_) nk.emplace_back(kv.first, kv.second.map_nodes(to_none));
+  n->set_args_kwargs(std::move(na), std::move(nk));
+  bucket_remove(n);
+  --size_;
+  if (insert_anchor_ == n) {
+    // Keep inserting at the same place relative to the live neighbours.
+    insert_anchor_ = insert_after_ ? n->prev() : n->next();
+  }
+  if (n->binding_ && observer_) {
+    n->erased_ = true;
+    observer_->on_tombstone(*n);  // may call release_tombstone(n) re-entrantly
+    return;
+  }
+  unlink(n);
+  delete n;
+}
+
+void Graph::release_tombstone(Node* n) {
+  if (!n->erased_) return;
+  unlink(n);
+  delete n;
+}
+
+std::vector<Node*> Graph::find_nodes(Op op, const Target* target) const {
+  std::vector<Node*> out;
+  if (target) {
+    auto it = buckets_.find(key_of(op, *target));
+    if (it == buckets_.end()) return out;
+    out.reserve(it->second.count);
+    for (Node* n = it->second.head; n; n = n->bucket_next_) out.push_back(n);
+  } else {
+    for (auto& kv : buckets_)
+      if (kv.first.op == op)
+        for (Node* n = kv.second.head; n; n = n->bucket_next_) out.push_back(n);
+  }
+  std::sort(out.begin(), out.end(), [](Node* a, Node* b) { return a->order_ < b->order_; });
+  return out;
+}
+
+std::string Graph::to_string() const {
+  std::ostringstream os;
+  print(os);
+  return os.str();
+}
+
+void Graph::dump() const { std::cerr << to_string() << "\n"; }
+
+std::ostream& operator<<(std::ostream& os, const Graph& g) {
+  g.print(os);
+  return os;
+}
+
+}  // namespace fxcpp

@@ -1,0 +1,161 @@
+#include "fxcpp/core/namespace.h"
+
+#include <cctype>
+#include <sstream>
+#include <stdexcept>
+
+namespace fxcpp {
+
+namespace {
+const char* kKeywords =
+    "False None True and as assert async await break class continue def del elif else except finally for from "
+    "global if import in is lambda nonlocal not or pass raise return try while with yield";
+// builtins.__dict__ keys of CPython 3.11 (the bindings replace this with the
+// running interpreter's set at import).
+const char* kBuiltins =
+    "ArithmeticError AssertionError AttributeError BaseException BaseExceptionGroup BlockingIOError "
+    "BrokenPipeError BufferError BytesWarning ChildProcessError ConnectionAbortedError ConnectionError "
+    "ConnectionRefusedError ConnectionResetError DeprecationWarning EOFError Ellipsis EncodingWarning "
+    "EnvironmentError Exception ExceptionGroup False FileExistsError FileNotFoundError FloatingPointError "
+    "FutureWarning GeneratorExit IOError ImportError ImportWarning IndentationError IndexError "
+    "InterruptedError IsADirectoryError KeyError KeyboardInterrupt LookupError MemoryError "
+    "ModuleNotFoundError NameError None NotADirectoryError NotImplemented NotImplementedError OSError "
+    "OverflowError PendingDeprecationWarning PermissionError ProcessLookupError RecursionError "
+    "ReferenceError ResourceWarning RuntimeError RuntimeWarning StopAsyncIteration StopIteration "
+    "SyntaxError SyntaxWarning SystemError SystemExit TabError TimeoutError True TypeError "
+    "UnboundLocalError UnicodeDecodeError UnicodeEncodeError UnicodeError UnicodeTranslateError "
+    "UnicodeWarning UserWarning ValueError Warning ZeroDivisionError __build_class__ __debug__ __doc__ "
+    "__import__ __loader__ __name__ __package__ __spec__ abs aiter all anext any ascii bin bool "
+    "breakpoint bytearray bytes callable chr classmethod compile complex copyright credits delattr dict "
+    "dir divmod enumerate eval exec exit filter float format frozenset getattr globals hasattr hash help "
+    "hex id input int isinstance issubclass iter len license list locals map max memoryview min next "
+    "object oct open ord pow print property quit range repr reversed round set setattr slice sorted "
+    "staticmethod str sum super tuple type vars zip";
+const char* kCustomBuiltins = "inf nan NoneType torch device fx_pytree pytree";
+
+std::unordered_set<std::string> split_words(const char* s) {
+  std::unordered_set<std::string> out;
+  std::istringstream in(s);
+  std::string w;
+  while (in >> w) out.insert(w);
+  return out;
+}
+
+bool is_ascii_alnum_(unsigned char c) { return std::isalnum(c) || c == '_'; }
+}  // namespace
+
+NameRules& name_rules() {
+  static NameRules* rules = [] {
+    auto* r = new NameRules();
+    r->keywords = split_words(kKeywords);
+    r->builtins = split_words(kBuiltins);
+    std::istringstream in(kCustomBuiltins);
+    std::string w;
+    while (in >> w) r->custom_builtins.emplace_back(w, Object());
+    return r;
+  }();
+  return *rules;
+}
+
+bool NameRules::is_custom_builtin(const std::string& name, const Object** obj) const {
+  for (auto& kv : custom_builtins) {
+    if (kv.first == name) {
+      if (obj) *obj = &kv.second;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool is_identifier(std::string_view s) {
+  if (s.empty()) return false;
+  unsigned char c0 = static_cast<unsigned char>(s[0]);
+  if (c0 < 0x80 && !(std::isalpha(c0) || c0 == '_')) return false;
+  for (unsigned char c : s)
+    if (c < 0x80 && !is_ascii_alnum_(c)) return false;
+  return true;
+}
+
+std::string snake_case(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 4);
+  bool prev_lower = false;
+  for (unsigned char c : s) {
+    bool upper = std::isupper(c);
+    if (prev_lower && upper) out.push_back('_');
+    out.push_back(static_cast<char>(std::tolower(c)));
+    prev_lower = std::islower(c);
+  }
+  return out;
+}
+
+bool Namespace::is_illegal(const std::string& name, const Object* obj) const {
+  const NameRules& r = name_rules();
+  if (r.keywords.count(name)) return true;
+  if (r.builtins.count(name)) return !(obj && *obj && obj->iface()->is_builtin(obj->get(), name));
+  const Object* cb = nullptr;
+  if (r.is_custom_builtin(name, &cb)) return !(obj && *obj && *cb && obj->is(*cb));
+  return false;
+}
+
+std::string Namespace::create_name(std::string_view candidate_in, const void* key, const Object* obj) {
+  if (key) {
+    auto it = obj_to_name_.find(key);
+    if (it != obj_to_name_.end()) return it->second;
+  }
+  // Replace each run of characters illegal in an identifier by one '_'.
+  std::string cand;
+  cand.reserve(candidate_in.size() + 1);
+  bool in_run = false;
+  for (unsigned char c : candidate_in) {
+    if (c < 0x80 && is_ascii_alnum_(c)) {
+      cand.push_back(static_cast<char>(c));
+      in_run = false;
+    } else if (!in_run) {
+      cand.push_back('_');
+      in_run = true;
+    }
+  }
+  if (cand.empty()) throw std::out_of_range("string index out of range");
+  if (std::isdigit(static_cast<unsigned char>(cand[0]))) cand.insert(cand.begin(), '_');
+
+  // Split a trailing "_<digits>" suffix (regex (.*)_(\d+)$, greedy).
+  std::string base = cand;
+  uint64_t num = 0;
+  bool has_num = false;
+  size_t end = cand.size();
+  size_t p = end;
+  while (p > 0 && std::isdigit(static_cast<unsigned char>(cand[p - 1]))) --p;
+  if (p < end && p > 0 && cand[p - 1] == '_') {
+    std::string digits = cand.substr(p);
+    size_t nz = digits.find_first_not_of('0');
+    std::string sig = nz == std::string::npos ? "0" : digits.substr(nz);
+    if (sig.size() <= 18) {
+      base = cand.substr(0, p - 1);
+      num = std::stoull(sig);
+      has_num = true;
+    }
+  }
+  std::string candidate = has_num ? base + "_" + std::to_string(num) : base;
+
+  if (used_.count(candidate) || is_illegal(candidate, obj)) {
+    // Search base_{num+1}, base_{num+2}, ... (Note [Linear-time naming]).
+    uint64_t start = num + 1;
+    uint64_t& hint = hint_[base];
+    if (hint == 0) hint = 1;
+    bool from_hint = start <= hint;
+    uint64_t k = from_hint ? hint : start;
+    std::string trial;
+    for (;; ++k) {
+      trial = base + "_" + std::to_string(k);
+      if (!used_.count(trial) && !is_illegal(trial, obj)) break;
+    }
+    if (from_hint) hint = k + 1;
+    candidate = std::move(trial);
+  }
+  used_.insert(candidate);
+  if (key) obj_to_name_[key] = candidate;
+  return candidate;
+}
+
+}  // namespace fxcpp

@@ -1,0 +1,19 @@
+#include "fxcpp/passes/dce.h"
+
+#include "fxcpp/passes/lint.h"
+
+namespace fxcpp {
+
+bool eliminate_dead_code(Graph& g, const DceOptions& opts) {
+  if (opts.lint_first) lint(g);
+  bool changed = false;
+  for (Node* n : g.nodes().reversed()) {
+    if (n->num_users() != 0) continue;
+    if (n->is_impure() || (opts.is_impure && opts.is_impure(*n))) continue;
+    g.erase_node(n);
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace fxcpp
