@@ -1,0 +1,46 @@
+"""Backward-compatibility markers (mirrors ``torch.fx._compatibility``).
+
+``compatibility(is_backward_compatible=...)`` returns a decorator that appends a
+note (or warning) to the decorated object's docstring and records the object in
+module level registries.
+"""
+from typing import Any, Dict
+import textwrap
+
+__all__ = ['compatibility']
+
+# Registries keyed by the decorated object (dicts used as ordered sets).
+# The misspelled name matches torch.fx, which tooling may refer to.
+_BACK_COMPAT_OBJECTS: Dict[Any, None] = {}
+_MARKED_WITH_COMATIBLITY: Dict[Any, None] = {}
+
+_BC_NOTE = """
+.. note::
+    Backwards-compatibility for this API is guaranteed.
+"""
+
+_NOT_BC_WARNING = """
+.. warning::
+    This API is experimental and is *NOT* backward-compatible.
+"""
+
+
+def _amend_doc(obj: Any, suffix: str) -> None:
+    doc = getattr(obj, '__doc__', None) or ''
+    obj.__doc__ = textwrap.dedent(doc) + suffix
+
+
+def compatibility(is_backward_compatible: bool):
+    if is_backward_compatible:
+        def mark_back_compat(fn):
+            _amend_doc(fn, _BC_NOTE)
+            _BACK_COMPAT_OBJECTS.setdefault(fn)
+            _MARKED_WITH_COMATIBLITY.setdefault(fn)
+            return fn
+        return mark_back_compat
+
+    def mark_not_back_compat(fn):
+        _amend_doc(fn, _NOT_BC_WARNING)
+        _MARKED_WITH_COMATIBLITY.setdefault(fn)
+        return fn
+    return mark_not_back_compat

@@ -1,0 +1,1132 @@
+"""Symbolic tracing front end of fxcpp (mirrors ``torch.fx._symbolic_trace``, torch 1.13.1).
+
+Differences from torch.fx 1.13.1 (all are fixes, the traced graphs are the same):
+
+* root functions with ``*args``/``**kwargs``/keyword-only arguments work on
+  Python 3.11 (the code object is rewritten with ``CodeType.replace``);
+* functions registered with ``torch.fx.wrap`` by other libraries are patched
+  too, in addition to the ones registered with ``fxcpp.wrap``;
+* ``_Patcher`` deduplication actually works (torch.fx's attribute name gets
+  mangled), so a function registered in both registries is wrapped once;
+* parameter / buffer / submodule lookups are cached per trace instead of
+  scanning ``named_parameters()`` etc. on every access.
+"""
+import builtins
+import collections
+import copy
+import functools
+import inspect
+import math
+import os
+import sys
+import warnings
+from itertools import chain
+from types import CodeType, FunctionType, ModuleType
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    NamedTuple,
+    Optional,
+    Set,
+    Tuple,
+    Type,
+    Union,
+)
+
+import torch
+import torch.utils._pytree as pytree
+from torch._C import ScriptObject  # type: ignore[attr-defined]
+
+import torch.fx._symbolic_trace as _torch_fx_symbolic_trace
+
+from .graph import _PyTreeCodeGen, _PyTreeInfo, Graph
+from .graph_module import GraphModule
+from .node import Argument, base_types, map_aggregate
+from .proxy import ParameterProxy, Proxy, TracerBase, compatibility, _library_create_args
+
+HAS_VARSTUFF = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+
+# These need to run in global scope to handle nested calls correctly
+_orig_module_call: Callable = torch.nn.Module.__call__
+_orig_module_getattr: Callable = torch.nn.Module.__getattr__
+
+_proxyable_classes: Dict[Type, None] = {}
+
+_is_fx_tracing_flag = False
+
+
+def is_fx_tracing():
+    return _is_fx_tracing_flag
+
+
+@compatibility(is_backward_compatible=True)
+class ProxyableClassMeta(type):
+    """
+    ProxyableClassMeta allows you to make construction of a given Python class
+    symbolically traceable. For example::
+
+        import torch
+        import fxcpp as fx
+
+        class TensorPair(metaclass=fx.ProxyableClassMeta):
+            def __init__(self, left, right):
+                self.left, self.right = left, right
+
+            def add(self, other):
+                l = self.left + other.left
+                r = self.right + other.right
+                return TensorPair(l, r)
+
+        def use_tensor_pair_ctor(x : TensorPair, y : torch.Tensor):
+            s = x.add(TensorPair(y, y))
+            return s.mul(x)
+
+    Constructing such a class with a Proxy argument records a ``call_function``
+    node whose target is the class, instead of running ``__init__``.
+    """
+
+    def __init__(cls, name, bases, attrs):
+        _proxyable_classes.setdefault(cls)
+        super().__init__(name, bases, attrs)
+
+    def __call__(cls, *args, **kwargs):
+        instance = cls.__new__(cls)  # type: ignore[call-overload]
+
+        proxy = _find_proxy(args, kwargs)
+        if proxy is not None:
+            return proxy.tracer.create_proxy("call_function", cls, args, kwargs)
+        cls.__init__(instance, *args, **kwargs)  # type: ignore[misc]
+        return instance
+
+
+def _patch_function(fn: FunctionType, nargs: int) -> FunctionType:
+    """Return a copy of ``fn`` whose ``*args``/``**kwargs``/keyword-only
+    parameters are all plain positional parameters (``nargs`` of them), so the
+    root function can be called with one placeholder proxy per parameter."""
+    co = fn.__code__
+    new_code = co.replace(
+        co_argcount=nargs,
+        co_posonlyargcount=0,
+        co_kwonlyargcount=0,
+        co_flags=co.co_flags & ~HAS_VARSTUFF,
+    )
+    return FunctionType(
+        new_code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+    )
+
+
+@compatibility(is_backward_compatible=False)
+class PHBase(object):
+    """
+    Object representing an input placeholder to `concrete_args`
+    """
+
+    def __repr__(self):
+        return "PH"
+
+
+PH = PHBase()
+
+
+def _is_ph(x) -> bool:
+    # Accept torch.fx.PH as well so code written against torch.fx keeps working.
+    return x is PH or x is _torch_fx_symbolic_trace.PH
+
+
+# Cache of autowrap function-id sets, keyed by the autowrap module tuple.
+_autowrap_ids_cache: Dict[Tuple[int, ...], Tuple[Tuple[ModuleType, ...], frozenset]] = {}
+
+
+def _autowrap_ids_for(modules) -> frozenset:
+    key = tuple(id(m) for m in modules)
+    hit = _autowrap_ids_cache.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], modules)):
+        return hit[1]
+    ids = frozenset(
+        id(value)
+        for name, value in chain(*[m.__dict__.items() for m in modules])
+        if not name.startswith("_") and callable(value)
+    )
+    _autowrap_ids_cache[key] = (tuple(modules), ids)
+    return ids
+
+
+_TENSOR_LIKE = (torch.Tensor, ScriptObject)
+# Exact types commonly found in a Module's __dict__ that are never tensors.
+_NOT_TENSOR_TYPES = frozenset((bool, int, float, str, type(None), dict, collections.OrderedDict,
+                               tuple, list, set))
+_module_named_children = torch.nn.Module.named_children
+
+
+def _collect_tensor_attrs(root: torch.nn.Module, out: Dict[Any, str]) -> None:
+    """Map every Tensor/ScriptObject stored directly in the ``__dict__`` of a
+    module of the hierarchy to its qualified name (later visits win)."""
+    def visit(m, prefix):
+        for k, v in m.__dict__.items():
+            if type(v) not in _NOT_TENSOR_TYPES and isinstance(v, _TENSOR_LIKE):
+                out[v] = prefix + k
+        if type(m).named_children is _module_named_children:
+            seen = set()
+            for k, c in m._modules.items():
+                if c is not None and c not in seen:
+                    seen.add(c)
+                    visit(c, prefix + k + ".")
+        else:
+            for k, c in m.named_children():
+                visit(c, prefix + k + ".")
+
+    visit(root, "")
+
+
+# Per Tracer subclass: whether its create_proxy accepts ``proxy_factory_fn``.
+_accepts_proxy_factory: Dict[type, bool] = {}
+
+
+def _create_proxy_accepts_factory(tracer) -> bool:
+    cls = type(tracer)
+    r = _accepts_proxy_factory.get(cls)
+    if r is None:
+        if cls.create_proxy is TracerBase.create_proxy:
+            r = True
+        else:
+            try:
+                r = "proxy_factory_fn" in inspect.signature(tracer.create_proxy).parameters
+            except (TypeError, ValueError):
+                r = False
+        _accepts_proxy_factory[cls] = r
+    return r
+
+
+@compatibility(is_backward_compatible=True)
+class Tracer(TracerBase):
+    # The first line of this docstring overrides the signature Sphinx generates.
+    """Tracer(autowrap_modules=(math,), autowrap_functions=())
+
+    ``Tracer`` is the class that implements the symbolic tracing functionality
+    of ``fxcpp.symbolic_trace``. A call to ``symbolic_trace(m)`` is equivalent
+    to ``Tracer().trace(m)``.
+
+    Tracer can be subclassed to override various behaviors of the tracing
+    process. The different behaviors that can be overridden are described
+    in the docstrings of the methods on this class.
+    """
+
+    @compatibility(is_backward_compatible=True)
+    def __init__(
+        self,
+        autowrap_modules: Tuple[ModuleType] = (math,),
+        autowrap_functions: Tuple[Callable, ...] = (),
+        param_shapes_constant: bool = False,
+    ) -> None:
+        """
+        Construct a Tracer object.
+
+        Args:
+
+            autowrap_modules (Tuple[ModuleType]): defaults to `(math, )`,
+                Python modules whose functions should be wrapped automatically
+                without needing to use fx.wrap().
+
+            autowrap_function (Tuple[Callable, ...]): defaults to `()`,
+                Python functions that should be wrapped automatically without
+                needing to use fx.wrap().
+
+            param_shapes_constant (bool): When this flag is set,  calls to shape,
+                size and a few other shape like attributes of a module's parameter
+                will be evaluted directly, rather than returning a new Proxy value
+                for an attribute access.
+        """
+        super().__init__()
+
+        # Functions we will eagerly wrap when we see them while tracing
+        # this captures both `math.sqrt()` and `from math import sqrt` automatically
+        self._autowrap_function_ids: Set[int] = set(_autowrap_ids_for(autowrap_modules))
+        self._autowrap_function_ids.update(set([id(f) for f in autowrap_functions]))
+
+        # Python modules to apply autowrap to at the start, in addition to
+        # modules we see while tracing
+        self._autowrap_search: List[ModuleType] = list(autowrap_modules)
+        self.param_shapes_constant = param_shapes_constant
+
+        self.submodule_paths: Optional[Dict[torch.nn.Module, str]] = None
+
+    # -- per-trace identity caches -------------------------------------------
+
+    def _fx_named_cache(self, kind: str) -> Dict[int, Tuple[str, Any]]:
+        """id(obj) -> (first qualified name, obj) for root.named_<kind>(),
+        built lazily once per (trace, root)."""
+        caches = self.__dict__.get('_fx_id_caches')
+        root = self.root
+        if caches is None or caches[0] is not root:
+            caches = (root, {})
+            self.__dict__['_fx_id_caches'] = caches
+        d = caches[1].get(kind)
+        if d is None:
+            d = {}
+            for n, p in getattr(root, 'named_' + kind)():
+                d.setdefault(id(p), (n, p))
+            caches[1][kind] = d
+        return d
+
+    def _fx_lookup(self, kind: str, a) -> Optional[str]:
+        entry = self._fx_named_cache(kind).get(id(a))
+        if entry is not None and entry[1] is a:
+            return entry[0]
+        return None
+
+    @compatibility(is_backward_compatible=True)
+    def create_arg(self, a: Any) -> "Argument":
+        """
+        A method to specify the behavior of tracing when preparing values to
+        be used as arguments to nodes in the ``Graph``.
+
+        By default, the behavior includes:
+
+        #. Iterate through collection types (e.g. tuple, list, dict) and recursively
+           call ``create_args`` on the elements.
+        #. Given a Proxy object, return a reference to the underlying IR ``Node``
+        #. Given a non-Proxy Tensor object, emit IR for various cases:
+
+            * For a Parameter, emit a ``get_attr`` node referring to that Parameter
+            * For a non-Parameter Tensor, store the Tensor away in a special
+              attribute referring to that attribute.
+
+        This method can be overridden to support more types.
+
+        Args:
+
+            a (Any): The value to be emitted as an ``Argument`` in the ``Graph``.
+
+
+        Returns:
+
+            The value ``a`` converted into the appropriate ``Argument``
+        """
+        if isinstance(a, torch.nn.Parameter):
+            n = self._fx_lookup('parameters', a)
+            if n is None:
+                # slow path: parameters registered during tracing
+                for n_, p in self.root.named_parameters():
+                    if a is p:
+                        n = n_
+                        break
+                else:
+                    raise NameError("parameter is not a member of this module")
+            return self.create_node("get_attr", n, (), {})
+        elif isinstance(a, torch.Tensor):
+            n = self._fx_lookup('buffers', a)
+            if n is not None:
+                return self.create_node("get_attr", n, (), {})
+        elif isinstance(a, torch.nn.Module):
+            n = self._fx_lookup('modules', a)
+            if n is not None:
+                return self.create_node("get_attr", n, (), {})
+        # NamedTuple instances appearing literally as args are reconstructed
+        # with a call_function node.
+        if isinstance(a, tuple) and hasattr(a, "_fields"):
+            args = tuple(self.create_arg(elem) for elem in a)
+            return self.create_node("call_function", a.__class__, args, {})
+
+        # Constant tensors: refer to an existing attribute of the module
+        # hierarchy when there is one, otherwise stash it on the root as
+        # ``_tensor_constant<i>``.
+        if isinstance(a, (torch.Tensor, ScriptObject)):
+            qualname: Optional[str] = self.tensor_attrs.get(a)
+
+            if not qualname:
+                i = self.__dict__.get('_fx_next_tensor_constant', 0)
+                while True:
+                    qualname = f"_tensor_constant{i}"
+                    if not hasattr(self.root, qualname):
+                        break
+                    i += 1
+                self.__dict__['_fx_next_tensor_constant'] = i + 1
+                self.tensor_attrs[a] = qualname
+                setattr(self.root, qualname, a)
+
+            return self.create_node("get_attr", qualname, (), {})
+
+        if type(a) in _proxyable_classes:
+            # An instance of a proxyable class whose construction we did not
+            # witness: intern it as a constant attribute.
+            i = 0
+            while True:
+                qualname = f"_{a.__class__.__name__}_constant_{i}"
+                if not hasattr(self.root, qualname):
+                    break
+                i += 1
+            setattr(self.root, qualname, a)
+
+            return self.create_node("get_attr", qualname, (), {})
+
+        return super().create_arg(a)
+
+    @compatibility(is_backward_compatible=True)
+    def is_leaf_module(self, m: torch.nn.Module, module_qualified_name: str) -> bool:
+        """
+        A method to specify whether a given ``nn.Module`` is a "leaf" module.
+
+        Leaf modules are the atomic units that appear in
+        the IR, referenced by ``call_module`` calls. By default,
+        Modules in the PyTorch standard library namespace (torch.nn)
+        are leaf modules. All other modules are traced through and
+        their constituent ops are recorded, unless specified otherwise
+        via this parameter.
+
+        Args:
+
+            m (Module): The module being queried about
+            module_qualified_name (str): The path to root of this module. For example,
+                if you have a module hierarchy where submodule ``foo`` contains
+                submodule ``bar``, which contains submodule ``baz``, that module will
+                appear with the qualified name ``foo.bar.baz`` here.
+        """
+        mod_name = m.__module__
+        return (
+            (mod_name.startswith("torch.nn") or mod_name.startswith("torch.ao.nn"))
+            and not isinstance(m, torch.nn.Sequential)
+        )
+
+    @compatibility(is_backward_compatible=True)
+    def path_of_module(self, mod: torch.nn.Module) -> str:
+        """
+        Helper method to find the qualified name of ``mod`` in the Module hierarchy
+        of ``root``. For example, if ``root`` has a submodule named ``foo``, which has
+        a submodule named ``bar``, passing ``bar`` into this function will return
+        the string "foo.bar".
+
+        Args:
+
+            mod (str): The ``Module`` to retrieve the qualified name for.
+        """
+        # Prefer the O(1) algorithm
+        if self.submodule_paths:
+            path = self.submodule_paths.get(mod)
+            if path is None:
+                raise NameError("module is not installed as a submodule")
+            assert isinstance(path, str)
+            return path
+        # Fallback in the case that we didn't store the submodule paths.
+        else:
+            for n, p in self.root.named_modules():
+                if mod is p:
+                    return n
+            raise NameError("module is not installed as a submodule")
+
+    @compatibility(is_backward_compatible=True)
+    def call_module(
+        self,
+        m: torch.nn.Module,
+        forward: Callable[..., Any],
+        args: Tuple[Any, ...],
+        kwargs: Dict[str, Any],
+    ) -> Any:
+        """
+        Method that specifies the behavior of this ``Tracer`` when it encounters
+        a call to an ``nn.Module`` instance.
+
+        By default, the behavior is to check if the called module is a leaf module
+        via ``is_leaf_module``. If it is, emit a ``call_module`` node referring to
+        ``m`` in the ``Graph``. Otherwise, call the ``Module`` normally, tracing through
+        the operations in its ``forward`` function.
+
+        This method can be overridden to--for example--create nested traced
+        GraphModules, or any other behavior you would want while tracing across
+        ``Module`` boundaries.
+
+        Args:
+
+            m (Module): The module for which a call is being emitted
+            forward (Callable): The forward() method of the ``Module`` to be invoked
+            args (Tuple): args of the module callsite
+            kwargs (Dict): kwargs of the module callsite
+
+        Return:
+
+            The return value from the Module call. In the case that a ``call_module``
+            node was emitted, this is a ``Proxy`` value. Otherwise, it is whatever
+            value was returned from the ``Module`` invocation.
+        """
+        module_qualified_name = self.path_of_module(m)
+        if not self.is_leaf_module(m, module_qualified_name):
+            return forward(*args, **kwargs)
+        return self.create_proxy("call_module", module_qualified_name, args, kwargs)
+
+    @compatibility(is_backward_compatible=False)
+    def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: Dict[str, Any]):
+        """
+        Method that specifies the behavior of this ``Tracer`` when we call getattr
+        on a call to an ``nn.Module`` instance.
+
+        By default, the behavior is to return a proxy value for the attribute. It
+        also stores the proxy value in the ``parameter_proxy_cache``, so that future
+        calls will reuse the proxy rather than creating a new one.
+
+        This method can be overridden to --for example-- not return proxies when
+        querying parameters.
+
+        Args:
+
+            attr (str): The name of the attribute being queried
+            attr_val (Any): The value of the attribute
+            parametr_proxy_cache (Dict[str, Any]): A cache of attr names to proxies
+
+        Return:
+
+            The return value from the getattr call.
+        """
+        if isinstance(attr_val, torch.nn.Parameter):
+            n = self._fx_lookup('parameters', attr_val)
+            if n is not None:
+                return self._fx_param_proxy(n, attr_val, parameter_proxy_cache)
+
+        if self.proxy_buffer_attributes and isinstance(attr_val, torch.Tensor):
+            n = self._fx_lookup('buffers', attr_val)
+            if n is not None:
+                return self._fx_param_proxy(n, attr_val, parameter_proxy_cache)
+
+        return attr_val
+
+    def _fx_param_proxy(self, n: str, attr_val: Any, parameter_proxy_cache: Dict[str, Any]):
+        proxy = parameter_proxy_cache.get(n)
+        if proxy is None:
+            kwargs = {}
+            if _create_proxy_accepts_factory(self):
+                kwargs["proxy_factory_fn"] = (
+                    None
+                    if not self.param_shapes_constant
+                    else lambda node: ParameterProxy(self, node, n, attr_val)
+                )
+            proxy = self.create_proxy("get_attr", n, (), {}, **kwargs)  # type: ignore[arg-type]
+            parameter_proxy_cache[n] = proxy
+        return proxy
+
+    # This method will be refactored
+    @compatibility(is_backward_compatible=False)
+    def create_args_for_root(self, root_fn, is_module, concrete_args=None):
+        """
+        Create ``placeholder`` nodes corresponding to the signature of the ``root``
+        Module. This method introspects root's signature and emits those
+        nodes accordingly, also supporting ``*args`` and ``**kwargs``.
+        """
+        # A function decorated with ``functools.wraps`` has the interesting
+        # signature on the innermost callable.
+        fn_for_analysis = inspect.unwrap(root_fn)
+        co = fn_for_analysis.__code__
+        total_args = co.co_argcount + co.co_kwonlyargcount
+        orig_args = list(co.co_varnames)
+        names_iter = iter(co.co_varnames)
+        args: List[Any] = []
+        skip_arg_idx = 0
+        if is_module:
+            if total_args == 0:
+                raise RuntimeError(
+                    "``self`` argument cannot be part of *args expansion!"
+                )
+            skip_arg_idx = 1
+            next(names_iter)  # skip self
+            args.append(self.root)
+
+        sig = inspect.signature(fn_for_analysis)
+        annotations = fn_for_analysis.__annotations__
+
+        def proxy_placeholder(name: str):
+            if concrete_args is not None and name in concrete_args:
+                cnt = 0
+
+                def replace_ph(x):
+                    nonlocal cnt
+                    cnt += 1
+                    param = sig.parameters[name]
+                    default = (
+                        ()
+                        if param.default is inspect.Parameter.empty
+                        else (param.default,)
+                    )
+                    out = self.create_proxy(
+                        "placeholder", f"{name}_{str(cnt)}", default, {}
+                    )
+                    if _is_ph(x):
+                        return out
+                    if (
+                        type(x) == bool
+                        or type(x) in base_types
+                        and type(x) != torch.Tensor
+                    ):
+                        torch._assert(
+                            out == x,
+                            f"{name} has been specialized to have value {x} but got another value",
+                        )
+                    elif type(x) == type(None):
+                        args = (
+                            out,
+                            f"{name} has been specialized to have value None but got another value",
+                        )
+                        self.create_proxy("call_function", _assert_is_none, args, {})
+                    else:
+                        warnings.warn(
+                            f"Was not able to add assertion to guarantee correct input {name} to "
+                            f"specialized function. It is up to the user to make sure that your inputs match the "
+                            f"inputs you specialized the function with."
+                        )
+
+                    return x
+
+                return pytree.tree_map(replace_ph, concrete_args[name])
+            if name[0] == "*":
+                default = ()
+            else:
+                param = sig.parameters[name]
+                default = () if param.default is inspect.Parameter.empty else (param.default,)  # type: ignore[assignment]
+            return self.create_proxy(
+                "placeholder",
+                name,
+                default,
+                {},
+                type_expr=annotations.get(name, None),
+            )
+
+        arg_names = [next(names_iter) for idx in range(skip_arg_idx, total_args)]
+        if isinstance(concrete_args, tuple):
+            if len(arg_names) != len(concrete_args):
+                raise RuntimeError(
+                    f"Tracing expected {len(arg_names)} arguments but got {len(concrete_args)} concrete arguments"
+                )
+            concrete_args = {name: val for name, val in zip(arg_names, concrete_args)}
+        args.extend(proxy_placeholder(names) for names in arg_names)
+
+        if co.co_kwonlyargcount > 0 or co.co_flags & HAS_VARSTUFF:
+            # TODO: type annotations for *args and **kwargs
+            if co.co_flags & inspect.CO_VARARGS:
+                args.append(proxy_placeholder("*" + next(names_iter)))
+            if co.co_flags & inspect.CO_VARKEYWORDS:
+                args.append(proxy_placeholder("**" + next(names_iter)))
+            root_fn = _patch_function(root_fn, len(args))
+
+        flat_args, in_spec = pytree.tree_flatten(tuple(args))
+        if any(not isinstance(i, pytree.LeafSpec) for i in in_spec.children_specs):
+            # Pytree-flattened inputs in ``concrete_args``: trace a flattening
+            # wrapper around the original root function instead.
+            self.graph._codegen = _PyTreeCodeGen(
+                _PyTreeInfo(orig_args[:total_args], in_spec, None)
+            )
+
+            def flatten_fn(*args):
+                tree_args = pytree.tree_unflatten(list(args), in_spec)
+                tree_out = root_fn(*tree_args)
+                out_args, out_spec = pytree.tree_flatten(tree_out)
+                assert isinstance(self.graph._codegen, _PyTreeCodeGen)
+                self.graph._codegen.pytree_info = (
+                    self.graph._codegen.pytree_info._replace(out_spec=out_spec)
+                )
+                return out_args
+
+            return flatten_fn, flat_args
+        return root_fn, args
+
+    @compatibility(is_backward_compatible=True)
+    def trace(
+        self,
+        root: Union[torch.nn.Module, Callable[..., Any]],
+        concrete_args: Optional[Dict[str, Any]] = None,
+    ) -> Graph:
+        """
+        Trace ``root`` and return the corresponding FX ``Graph`` representation. ``root``
+        can either be an ``nn.Module`` instance or a Python callable.
+
+        Note that after this call, ``self.root`` may be different from the ``root`` passed
+        in here. For example, when a free function is passed to ``trace()``, we will
+        create an ``nn.Module`` instance to use as the root and add embedded constants
+        to.
+
+
+        Args:
+
+            root (Union[Module, Callable]): Either a ``Module`` or a function to be
+                traced through.
+            concrete_args (Optional[Dict[str, any]]): Concrete arguments that should
+                not be treated as Proxies.
+
+        Returns:
+
+            A ``Graph`` representing the semantics of the passed-in ``root``.
+        """
+        global _is_fx_tracing_flag
+        old_is_fx_tracing_flag = _is_fx_tracing_flag
+        old_torch_flag = _torch_fx_symbolic_trace._is_fx_tracing_flag
+        _is_fx_tracing_flag = True
+        # Libraries query torch.fx._symbolic_trace.is_fx_tracing(); keep it in sync.
+        _torch_fx_symbolic_trace._is_fx_tracing_flag = True
+        try:
+            if isinstance(root, torch.nn.Module):
+                self.root = root
+
+                assert hasattr(
+                    type(root), self.traced_func_name
+                ), f"traced_func_name={self.traced_func_name} doesn't exist in {type(root).__name__}"
+
+                fn = getattr(type(root), self.traced_func_name)
+                self.submodule_paths = {mod: name for name, mod in root.named_modules()}
+            else:
+                self.root = torch.nn.Module()
+                fn = root
+
+            # Reset the per-trace caches.
+            self.__dict__.pop('_fx_id_caches', None)
+            self.__dict__.pop('_fx_next_tensor_constant', None)
+
+            tracer_cls: Optional[Type["Tracer"]] = getattr(self, "__class__", None)
+            self.graph = Graph(tracer_cls=tracer_cls)
+
+            # Map constant tensor attributes of the module hierarchy to their
+            # qualified names (used by create_arg).
+            self.tensor_attrs: Dict[Union[torch.Tensor, ScriptObject], str] = {}
+            _collect_tensor_attrs(self.root, self.tensor_attrs)
+
+            assert isinstance(fn, FunctionType)
+
+            fn_globals = fn.__globals__  # run before it gets patched
+            fn, args = self.create_args_for_root(
+                fn, isinstance(root, torch.nn.Module), concrete_args
+            )
+
+            parameter_proxy_cache: Dict[str, Proxy] = {}  # Reduce number of get_attr calls
+
+            tracer_getattr = self.getattr
+            default_getattr = type(self).getattr is Tracer.getattr
+
+            # Method dispatch on parameters is not recorded unless it's directly used.
+            # Thus, we need to insert a proxy when __getattr__ requests a parameter.
+            if default_getattr and not self.proxy_buffer_attributes:
+                @functools.wraps(_orig_module_getattr)
+                def module_getattr_wrapper(mod, attr):
+                    attr_val = _orig_module_getattr(mod, attr)
+                    # (torch.nn.Parameter has a slow Python-level __instancecheck__)
+                    if isinstance(attr_val, torch.Tensor) and isinstance(attr_val, torch.nn.Parameter):
+                        return tracer_getattr(attr, attr_val, parameter_proxy_cache)
+                    return attr_val
+            else:
+                @functools.wraps(_orig_module_getattr)
+                def module_getattr_wrapper(mod, attr):
+                    attr_val = _orig_module_getattr(mod, attr)
+                    return tracer_getattr(attr, attr_val, parameter_proxy_cache)
+
+            autowrap_ids = self._autowrap_function_ids
+
+            @functools.wraps(_orig_module_call)
+            def module_call_wrapper(mod, *args, **kwargs):
+                def forward(*args, **kwargs):
+                    return _orig_module_call(mod, *args, **kwargs)
+
+                _autowrap_check(
+                    patcher,
+                    getattr(getattr(mod, "forward", mod), "__globals__", {}),
+                    autowrap_ids,
+                )
+                return self.call_module(mod, forward, args, kwargs)
+
+            with _Patcher() as patcher:
+                # allow duplicate patches to support the case of nested calls
+                patcher.patch_method(
+                    torch.nn.Module,
+                    "__getattr__",
+                    module_getattr_wrapper,
+                    deduplicate=False,
+                )
+                patcher.patch_method(
+                    torch.nn.Module, "__call__", module_call_wrapper, deduplicate=False
+                )
+                _patch_wrapped_functions(patcher)
+                _autowrap_check(patcher, fn_globals, autowrap_ids)
+                for module in self._autowrap_search:
+                    _autowrap_check(
+                        patcher, module.__dict__, autowrap_ids
+                    )
+                self.create_node(
+                    "output",
+                    "output",
+                    (self.create_arg(fn(*args)),),
+                    {},
+                    type_expr=fn.__annotations__.get("return", None),
+                )
+
+            self.submodule_paths = None
+        finally:
+            _is_fx_tracing_flag = old_is_fx_tracing_flag
+            _torch_fx_symbolic_trace._is_fx_tracing_flag = old_torch_flag
+            self.__dict__.pop('_fx_id_caches', None)
+        return self.graph
+
+    def __deepcopy__(self, memo):
+        # _autowrap_search contains modules, which cannot be deepcopied.
+        new_tracer = Tracer.__new__(Tracer)
+
+        for k, v in self.__dict__.items():
+            if k in {'_autowrap_search'}:
+                new_obj = copy.copy(v)
+            else:
+                new_obj = copy.deepcopy(v, memo)
+
+            new_tracer.__dict__[k] = new_obj
+
+        return new_tracer
+
+
+_library_create_args.add(Tracer.create_arg)
+
+
+# List of pairs of (global dict, function name) functions
+# to patch for the purposes of the wrap() API.
+_wrapped_fns_to_patch: List[Tuple[dict, str]] = []
+
+# List of methods on classes to wrap (class type, function name)
+# this currently only works for Tensor.* methods that aren't traced properly
+_wrapped_methods_to_patch: List[Tuple[type, str]] = []
+
+if os.environ.get("FX_PATCH_GETITEM") == "1":
+    # Needed to trace models like PositionalEmbedding from BERT, but breaks
+    # quantization (pytorch issue 50710), hence opt-in.
+    _wrapped_methods_to_patch.append((torch.Tensor, "__getitem__"))
+
+
+def _find_proxy(*objects_to_search):
+    """
+    Recursively search a data structure for a Proxy() and return it,
+    return None if not found.
+    """
+    def search(x):
+        if isinstance(x, Proxy):
+            return x
+        if isinstance(x, (tuple, list)):
+            for e in x:
+                r = search(e)
+                if r is not None:
+                    return r
+        elif isinstance(x, dict):
+            for e in x.values():
+                r = search(e)
+                if r is not None:
+                    return r
+        elif isinstance(x, slice):
+            for e in (x.start, x.stop, x.step):
+                r = search(e)
+                if r is not None:
+                    return r
+        return None
+
+    return search(objects_to_search)
+
+
+# orig function -> its (stateless) tracing wrapper, reused across traces
+_wrapped_func_cache: Dict[int, Tuple[Callable, Callable]] = {}
+
+
+def _get_wrapped_func(orig_fn):
+    hit = _wrapped_func_cache.get(id(orig_fn))
+    if hit is not None and hit[0] is orig_fn:
+        return hit[1]
+    w = _create_wrapped_func(orig_fn)
+    _wrapped_func_cache[id(orig_fn)] = (orig_fn, w)
+    return w
+
+
+def _create_wrapped_func(orig_fn):
+    @functools.wraps(orig_fn)
+    def wrapped(*args, **kwargs):
+        """
+        Given an closed-over ``orig_function`` to invoke, search the args and kwargs for
+        a Proxy object. If there is one, emit a ``call_function`` node to preserve the
+        call to this leaf function directly. Otherwise, just return the results of
+        this function call, as this function is not being traced.
+        """
+        proxy = _find_proxy(args, kwargs)
+        if proxy is not None:
+            return_proxy = proxy.tracer.create_proxy(
+                "call_function", orig_fn, args, kwargs
+            )
+            return_proxy.node.meta["is_wrapped"] = True
+            return return_proxy
+        return orig_fn(*args, **kwargs)
+
+    return wrapped
+
+
+def _create_wrapped_method(cls, name):
+    orig_fn = getattr(cls, name)
+
+    @functools.wraps(orig_fn)
+    def wrapped(*args, **kwargs):
+        """
+        Search the args and kwargs for a Proxy object. If there is one,
+        emit a ``call_method`` node to preserve the call to this method
+        directly. Otherwise, just return the results of this function
+        call, as this function is not being traced.
+        """
+        proxy = _find_proxy(args, kwargs)
+        if proxy is not None:
+            return proxy.tracer.create_proxy("call_method", name, args, kwargs)
+        return orig_fn(*args, **kwargs)
+
+    return wrapped
+
+
+class _PatchedFn(NamedTuple):
+    frame_dict: Any
+    fn_name: str
+    orig_fn: Any
+
+    def revert(self):
+        raise NotImplementedError()
+
+
+class _PatchedFnSetItem(_PatchedFn):
+    def revert(self):
+        self.frame_dict[self.fn_name] = self.orig_fn
+
+
+class _PatchedFnDel(_PatchedFn):
+    def revert(self):
+        del self.frame_dict[self.fn_name]
+
+
+class _PatchedFnSetAttr(_PatchedFn):
+    def revert(self):
+        setattr(self.frame_dict, self.fn_name, self.orig_fn)
+
+
+# Attribute marking functions installed by a _Patcher (value: deduplicate flag).
+_ALREADY_PATCHED = "__fx_already_patched"
+
+
+class _Patcher(object):
+    def __init__(self):
+        super(_Patcher, self).__init__()
+        self.patches_made: List[_PatchedFn] = []
+        self.visited: Set[int] = set()
+
+    def patch(
+        self,
+        frame_dict: Dict[str, Any],
+        name: str,
+        new_fn: Callable,
+        deduplicate: bool = True,
+    ):
+        """
+        Replace frame_dict[name] with new_fn until we exit the context manager.
+        """
+        setattr(new_fn, _ALREADY_PATCHED, deduplicate)
+        if name not in frame_dict and hasattr(builtins, name):
+            self.patches_made.append(_PatchedFnDel(frame_dict, name, None))
+        elif getattr(frame_dict[name], _ALREADY_PATCHED, False):
+            return  # already patched, no need to do it again
+        else:
+            self.patches_made.append(
+                _PatchedFnSetItem(frame_dict, name, frame_dict[name])
+            )
+        frame_dict[name] = new_fn
+
+    def patch_method(
+        self, cls: type, name: str, new_fn: Callable, deduplicate: bool = True
+    ):
+        """
+        Replace object_or_dict.name with new_fn until we exit the context manager.
+        """
+        setattr(new_fn, _ALREADY_PATCHED, deduplicate)
+        orig_fn = getattr(cls, name)
+        if getattr(orig_fn, _ALREADY_PATCHED, False):
+            return  # already patched, no need to do it again
+        self.patches_made.append(_PatchedFnSetAttr(cls, name, orig_fn))
+        setattr(cls, name, new_fn)
+
+    def visit_once(self, thing: Any):
+        """Return True on the first call to with thing, otherwise false"""
+        idx = id(thing)
+        if idx in self.visited:
+            return False
+        self.visited.add(idx)
+        return True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        """
+        Undo all the changes made via self.patch() and self.patch_method()
+        """
+        while self.patches_made:
+            # unpatch in reverse order to handle duplicates correctly
+            self.patches_made.pop().revert()
+        self.visited.clear()
+
+
+def _all_wrapped_fns_to_patch():
+    # fxcpp's own registry plus everything registered through torch.fx.wrap by
+    # other libraries (e.g. torchvision.ops.stochastic_depth).
+    return chain(_wrapped_fns_to_patch, _torch_fx_symbolic_trace._wrapped_fns_to_patch)
+
+
+def _all_wrapped_methods_to_patch():
+    return chain(_wrapped_methods_to_patch, _torch_fx_symbolic_trace._wrapped_methods_to_patch)
+
+
+def _patch_wrapped_functions(patcher: _Patcher):
+    """
+    Go through the wrap() registries and, for each frame object, wrap
+    the listed global functions in the `_create_wrapped_func` wrapper.
+    """
+    for frame_dict, name in _all_wrapped_fns_to_patch():
+        if name not in frame_dict and hasattr(builtins, name):
+            orig_fn = getattr(builtins, name)
+        else:
+            orig_fn = frame_dict[name]
+        if getattr(orig_fn, _ALREADY_PATCHED, False):
+            continue  # registered twice (e.g. via both fxcpp.wrap and torch.fx.wrap)
+        patcher.patch(frame_dict, name, _get_wrapped_func(orig_fn))
+
+    seen: Set[Tuple[int, str]] = set()
+    for cls, name in _all_wrapped_methods_to_patch():
+        if (id(cls), name) in seen:
+            continue
+        seen.add((id(cls), name))
+        patcher.patch_method(cls, name, _create_wrapped_method(cls, name))
+
+
+def _autowrap_check(
+    patcher: _Patcher, frame_dict: Dict[str, Any], function_ids: Set[int]
+):
+    """
+    Some methods, like `math.sqrt` are common enough we want to automatically wrap them as we see them.
+    This method searches a scope for them and patches them if found.
+    """
+    if patcher.visit_once(frame_dict):
+        for name, value in frame_dict.items():
+            if (
+                not name.startswith("_")
+                and callable(value)
+                and id(value) in function_ids
+            ):
+                patcher.patch(frame_dict, name, _get_wrapped_func(value))
+
+
+@compatibility(is_backward_compatible=True)
+def wrap(fn_or_name: Union[str, Callable]):
+    """
+    This function can be called at module-level scope to register fn_or_name as a "leaf function".
+    A "leaf function" will be preserved as a CallFunction node in the FX trace instead of being
+    traced through::
+
+        # foo/bar/baz.py
+        def my_custom_function(x, y):
+            return x * x + y * y
+
+        fxcpp.wrap('my_custom_function')
+
+        def fn_to_be_traced(x, y):
+            # When symbolic tracing, the below call to my_custom_function will be inserted into
+            # the graph rather than tracing it.
+            return my_custom_function(x, y)
+
+    This function can also equivalently be used as a decorator::
+
+        # foo/bar/baz.py
+        @fxcpp.wrap
+        def my_custom_function(x, y):
+            return x * x + y * y
+
+    A wrapped function can be thought of a "leaf function", analogous to the concept of
+    "leaf modules", that is, they are functions that are left as calls in the FX trace
+    rather than traced through.
+
+    Args:
+
+        fn_or_name (Union[str, Callable]): The function or name of the global function to insert into the
+            graph when it's called
+    """
+    if not callable(fn_or_name) and not isinstance(fn_or_name, str):
+        raise RuntimeError(
+            "Unsupported type for global function! Must be either a callable or "
+            "string name"
+        )
+
+    if callable(fn_or_name):
+        assert not isinstance(fn_or_name, str)  # to make mypy happy
+        fn_name = fn_or_name.__name__
+    else:
+        assert isinstance(
+            fn_or_name, str
+        ), "fn_or_name must be a global function or string name"
+        fn_name = fn_or_name
+
+    f = sys._getframe(1)
+    if f.f_code.co_name != "<module>":
+        raise NotImplementedError("wrap must be called at the top level of a module")
+
+    _wrapped_fns_to_patch.append((f.f_globals, fn_name))
+    return fn_or_name
+
+
+@compatibility(is_backward_compatible=True)
+def symbolic_trace(
+    root: Union[torch.nn.Module, Callable[..., Any]],
+    concrete_args: Optional[Dict[str, Any]] = None,
+) -> GraphModule:
+    """
+    Symbolic tracing API
+
+    Given an ``nn.Module`` or function instance ``root``, this function will return a ``GraphModule``
+    constructed by recording operations seen while tracing through ``root``.
+
+    ``concrete_args`` allows you to partially specialize your function, whether it's to remove control flow or data structures.
+
+    For example::
+
+        def f(a, b):
+            if b == True:
+                return a
+            else:
+                return a*2
+
+    FX can typically not trace through this due to the presence of control
+    flow. However, we can use `concrete_args` to specialize on the value of
+    `b` to trace through this::
+
+        f = fx.symbolic_trace(f, concrete_args={'b': False})
+        assert f(3, False)  == 6
+
+    Note that although you can still pass in different values of `b`, they will be ignored.
+
+    We can also use `concrete_args` to eliminate data-structure handling from
+    our function. This will use pytrees to flatten your input. To avoid
+    overspecializing, pass in `fx.PH` for values that shouldn't be
+    specialized. For example::
+
+        def f(x):
+            out = 0
+            for v in x.values():
+                out += v
+            return out
+        f = fx.symbolic_trace(f, concrete_args={'x': {'a': fx.PH, 'b': fx.PH, 'c': fx.PH}})
+        assert f({'a': 1, 'b': 2, 'c': 4}) == 7
+
+
+    Args:
+        root (Union[torch.nn.Module, Callable]): Module or function to be traced and converted
+            into a Graph representation.
+        concrete_args (Optional[Dict[str, any]]): Inputs to be partially specialized
+
+    Returns:
+        GraphModule: a Module created from the recorded operations from ``root``.
+    """
+    tracer = Tracer()
+    graph = tracer.trace(root, concrete_args)
+    name = (
+        root.__class__.__name__ if isinstance(root, torch.nn.Module) else root.__name__
+    )
+    return GraphModule(tracer.root, graph, name)
+
+
+@wrap
+def _assert_is_none(value, msg):
+    assert value is None, msg

@@ -1,0 +1,21 @@
+"""``annotate`` helper (mirrors ``torch.fx.annotate``)."""
+from ._compatibility import compatibility
+
+
+@compatibility(is_backward_compatible=False)
+def annotate(val, type):
+    # ``val`` is either a regular value (not tracing) or a Proxy (tracing).
+    from .proxy import Proxy
+    if not isinstance(val, Proxy):
+        return val
+    node = val.node
+    if node.type:
+        raise RuntimeError(f"Tried to annotate a value that already had a type on it!"
+                           f" Existing type is {node.type} "
+                           f"and new type is {type}. "
+                           f"This could happen if you tried to annotate a function parameter "
+                           f"value (in which case you should use the type slot "
+                           f"on the function signature) or you called "
+                           f"annotate on the same value twice")
+    node.type = type
+    return val

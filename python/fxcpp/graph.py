@@ -1,0 +1,470 @@
+"""fxcpp.graph: the Graph IR (mirrors torch.fx.graph).
+
+The node list, naming, use lists, printing, lint, dead-code elimination,
+copying and code generation run in C++ (``fxcpp._C.GraphBase``). This module
+adds the Python-facing API: owning-module checks, insertion-point context
+managers, ``print_tabular`` and the ``CodeGen`` customization classes.
+"""
+import builtins
+import contextlib
+import copy
+import inspect
+import math
+import warnings
+from dataclasses import dataclass
+from typing import (TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Set, Tuple,
+                    Type)
+
+import torch
+import torch.utils._pytree as pytree
+
+from . import _C
+from . import _pytree as fx_pytree
+from ._compatibility import compatibility
+from .node import Argument, Node, Target, _get_qualified_name, _type_repr, map_arg, _pretty_print_target
+from .node import _side_effectful_functions
+from .immutable_collections import immutable_dict, immutable_list
+
+if TYPE_CHECKING:
+    from .graph_module import GraphModule  # noqa: F401
+    from ._symbolic_trace import Tracer  # noqa: F401
+
+__all__ = ["PythonCode", "CodeGen", "Graph"]
+
+# Builtin containers and their `typing` spelling, used for annotations.
+_origin_type_map = {list: List, dict: Dict, set: Set, frozenset: FrozenSet, tuple: Tuple}
+
+TransformCodeFunc = Callable[[List[str]], List[str]]
+
+
+class _CustomBuiltin(NamedTuple):
+    """A name bound in every generated module's globals: how to import it, and the object."""
+    import_str: str
+    obj: Any
+
+
+_custom_builtins: Dict[str, _CustomBuiltin] = {}
+
+
+def _sync_name_rules():
+    _C._set_name_rules(list(builtins.__dict__), [(k, v.obj) for k, v in _custom_builtins.items()])
+
+
+def _register_custom_builtin(name: str, import_str: str, obj: Any):
+    _custom_builtins[name] = _CustomBuiltin(import_str, obj)
+    _sync_name_rules()
+
+
+_register_custom_builtin('inf', 'from math import inf', math.inf)
+_register_custom_builtin('nan', 'from math import nan', math.nan)
+_register_custom_builtin('NoneType', 'NoneType = type(None)', type(None))
+_register_custom_builtin('torch', 'import torch', torch)
+_register_custom_builtin('device', 'from torch import device', torch.device)
+_register_custom_builtin('fx_pytree', 'import fxcpp._pytree as fx_pytree', fx_pytree)
+_register_custom_builtin('pytree', 'import torch.utils._pytree as pytree', pytree)
+
+
+def _is_magic(x: str) -> bool:
+    return x.startswith('__') and x.endswith('__')
+
+
+def _snake_case(s: str) -> str:
+    """``pascalCase`` -> ``pascal_case`` (torch.fx's rule: split lower->upper)."""
+    out = []
+    prev_lower = False
+    for ch in s:
+        if prev_lower and ch.isupper():
+            out.append('_')
+        out.append(ch.lower())
+        prev_lower = ch.islower()
+    return ''.join(out)
+
+
+def _is_from_torch(obj: Any) -> bool:
+    module_name = getattr(obj, '__module__', None)
+    if module_name is not None:
+        return module_name.partition('.')[0] == 'torch'
+    name = getattr(obj, '__name__', None)
+    # `torch` itself is excluded: torch.torch.torch... resolves
+    if name is not None and name != 'torch':
+        return any(getattr(home, name, None) is obj for home in (torch, torch.nn.functional))
+    return False
+
+
+@compatibility(is_backward_compatible=True)
+@dataclass
+class PythonCode:
+    """Generated source of a forward function and the globals it runs with."""
+    src: str
+    globals: Dict[str, Any]
+
+
+def _format_target(base: str, target: str) -> str:
+    result = base
+    for atom in target.split('.'):
+        result = f'{result}.{atom}' if atom.isidentifier() else f'getattr({result}, "{atom}")'
+    return result
+
+
+class _InsertPoint:
+    """Sets the insertion point now; restores the previous one on ``__exit__``."""
+
+    def __init__(self, graph, node, after):
+        self.graph = graph
+        self.orig = graph._insert_point()
+        graph._set_insert_point(node, after)
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, type, value, tb):
+        self.graph._set_insert_point(*self.orig)
+
+
+class _PyTreeInfo(NamedTuple):
+    """Pytree structure of a traced function's inputs and outputs."""
+    orig_args: List[str]
+    in_spec: pytree.TreeSpec
+    out_spec: Optional[pytree.TreeSpec]
+
+
+@compatibility(is_backward_compatible=False)
+class CodeGen(object):
+    """Customization points of code generation (subclass to change them).
+
+    The default implementations are executed in C++; overriding a method in a
+    subclass makes the generator call the Python override instead.
+    """
+
+    def __init__(self):
+        self._body_transformer: Optional[TransformCodeFunc] = None
+
+    def gen_fn_def(self, free_vars: List[str], maybe_return_annotation: str) -> str:
+        """``gen_fn_def(['a', 'b'], '') == 'def forward(self, a, b):'``"""
+        if not free_vars or free_vars[0] != 'self':
+            free_vars.insert(0, 'self')
+        return f"def forward({', '.join(free_vars)}){maybe_return_annotation}:"
+
+    def generate_output(self, output_args: Argument) -> str:
+        """The return statement of the generated function."""
+        return f'return {repr(output_args)}'
+
+    def process_inputs(self, *args: Any) -> Any:
+        """Transforms the inputs before they reach the generated function."""
+        return args
+
+    def process_outputs(self, outputs: Any) -> Any:
+        """Transforms the generated function's outputs."""
+        return outputs
+
+    def additional_globals(self) -> List[Tuple[str, Any]]:
+        """Extra (name, object) pairs made available to the generated code."""
+        return []
+
+
+class _PyTreeCodeGen(CodeGen):
+    """Codegen that flattens pytree inputs and unflattens outputs."""
+
+    def __init__(self, pytree_info: _PyTreeInfo):
+        super().__init__()
+        self.pytree_info: _PyTreeInfo = pytree_info
+
+    def process_inputs(self, *inputs: Any) -> Any:
+        flat_args, _ = pytree.tree_flatten(inputs)
+        return flat_args
+
+    def process_outputs(self, out: Any) -> Any:
+        if self.pytree_info is None:
+            return out
+        if not isinstance(out, list):
+            out = [out]
+        assert self.pytree_info.out_spec is not None
+        return pytree.tree_unflatten(out, self.pytree_info.out_spec)
+
+    def gen_fn_def(self, free_vars, maybe_return_annotation):
+        if self.pytree_info is None:
+            return super().gen_fn_def(free_vars, maybe_return_annotation)
+        function_args = self.pytree_info.orig_args
+        if function_args[0] == 'self':
+            free_vars.insert(0, 'self')
+        fn_def = super().gen_fn_def(function_args[:], maybe_return_annotation)
+        if free_vars:
+            fn_def += (f"\n    {', '.join(free_vars)}, = fx_pytree.tree_flatten_spec("
+                       f"[{', '.join(function_args)}], self._in_spec)")
+        return fn_def
+
+    def generate_output(self, output_args):
+        if self.pytree_info:
+            return f'return pytree.tree_unflatten({repr(output_args)}, self._out_spec)'
+        return super().generate_output(output_args)
+
+
+def _get_attr_reference_exists(mod: torch.nn.Module, qualified_name: str) -> bool:
+    module_path, _, name = qualified_name.rpartition(".")
+    try:
+        submod: torch.nn.Module = mod.get_submodule(module_path)
+    except AttributeError:
+        warnings.warn(f"Failed to fetch module {module_path}!")
+        return False
+    if not hasattr(submod, name):
+        return False
+    res = getattr(submod, name)
+    return (isinstance(res, (torch.nn.Module, torch.nn.Parameter)) or name in submod._buffers)
+
+
+@compatibility(is_backward_compatible=True)
+class Graph(_C.GraphBase):
+    """The main data structure of the intermediate representation (see torch.fx.Graph).
+
+    Nodes live in a C++ intrusive list; ``graph.nodes`` iterates them (also
+    reversed, and safely while nodes are erased or inserted).
+    """
+
+    @compatibility(is_backward_compatible=True)
+    def __init__(self, owning_module: Optional["GraphModule"] = None, tracer_cls: Optional[Type["Tracer"]] = None,
+                 tracer_extras: Optional[Dict[str, Any]] = None):
+        self._owners = 0
+        self._owning_module = owning_module
+        self._tracer_cls = tracer_cls
+        self._tracer_extras = tracer_extras
+        self._codegen = CodeGen()
+
+    @property
+    def owning_module(self):
+        """The GraphModule owning this graph (None if none, or more than one)."""
+        return self._owning_module
+
+    @owning_module.setter
+    def owning_module(self, mod: Optional["GraphModule"]):
+        if mod:
+            self._owning_module = mod if not self._owners else None
+            self._owners += 1
+
+    def __deepcopy__(self, memo=None) -> 'Graph':
+        memo = memo if memo else {}
+        g = Graph(tracer_cls=self._tracer_cls)
+        output_vals = g.graph_copy(self, val_map=memo, return_output_node=True)
+        g._codegen = copy.deepcopy(self._codegen)
+        assert isinstance(output_vals, tuple)
+        output_val, old_output_val = output_vals
+        g.output(output_val, type_expr=getattr(old_output_val, 'type', None))
+        return g
+
+    @compatibility(is_backward_compatible=False)
+    def process_inputs(self, *args):
+        return self._codegen.process_inputs(*args)
+
+    @compatibility(is_backward_compatible=False)
+    def process_outputs(self, out):
+        return self._codegen.process_outputs(out)
+
+    @compatibility(is_backward_compatible=True)
+    def inserting_before(self, n: Optional[Node] = None):
+        """Insert before ``n`` (None: at the beginning) until the ``with`` block ends."""
+        if n is None:
+            return self.inserting_after(self._root)
+        assert n.graph == self, "Node to insert before is not in graph."
+        return _InsertPoint(self, n, False)
+
+    @compatibility(is_backward_compatible=True)
+    def inserting_after(self, n: Optional[Node] = None):
+        """Insert after ``n`` (None: at the end) until the ``with`` block ends."""
+        if n is None:
+            return self.inserting_before(self._root)
+        assert n.graph == self, "Node to insert after is not in graph."
+        return _InsertPoint(self, n, True)
+
+    @compatibility(is_backward_compatible=True)
+    def placeholder(self, name: str, type_expr: Optional[Any] = None,
+                    default_value: Any = inspect.Signature.empty) -> Node:
+        args = () if default_value is inspect.Signature.empty else (default_value,)
+        return self.create_node('placeholder', name, args=args, type_expr=type_expr)
+
+    @compatibility(is_backward_compatible=True)
+    def get_attr(self, qualified_name: str, type_expr: Optional[Any] = None) -> Node:
+        if self.owning_module and not _get_attr_reference_exists(self.owning_module, qualified_name):
+            warnings.warn("Attempted to insert a get_attr Node with no "
+                          "underlying reference in the owning "
+                          "GraphModule! Call "
+                          "GraphModule.add_submodule to add the "
+                          "necessary submodule, "
+                          "GraphModule.add_parameter to add the "
+                          "necessary Parameter, or "
+                          "nn.Module.register_buffer to add the "
+                          "necessary buffer", stacklevel=2)
+        return self.create_node('get_attr', qualified_name, type_expr=type_expr)
+
+    @compatibility(is_backward_compatible=True)
+    def call_module(self, module_name: str, args: Optional[Tuple['Argument', ...]] = None,
+                    kwargs: Optional[Dict[str, 'Argument']] = None, type_expr: Optional[Any] = None) -> Node:
+        if self.owning_module and self.owning_module.get_submodule(module_name) is None:
+            warnings.warn("Attempted to insert a call_module Node with "
+                          "no underlying reference in the owning "
+                          "GraphModule! Call "
+                          "GraphModule.add_submodule to add the "
+                          "necessary submodule")
+        return self.create_node('call_module', module_name, args, kwargs, type_expr=type_expr)
+
+    @compatibility(is_backward_compatible=True)
+    def call_method(self, method_name: str, args: Optional[Tuple['Argument', ...]] = None,
+                    kwargs: Optional[Dict[str, 'Argument']] = None, type_expr: Optional[Any] = None) -> Node:
+        return self.create_node('call_method', method_name, args, kwargs, type_expr=type_expr)
+
+    @compatibility(is_backward_compatible=True)
+    def call_function(self, the_function: Callable[..., Any], args: Optional[Tuple['Argument', ...]] = None,
+                      kwargs: Optional[Dict[str, 'Argument']] = None, type_expr: Optional[Any] = None) -> Node:
+        return self.create_node('call_function', the_function, args, kwargs, type_expr=type_expr)
+
+    @compatibility(is_backward_compatible=True)
+    def output(self, result: 'Argument', type_expr: Optional[Any] = None):
+        return self.create_node(op='output', target='output', args=(result,), type_expr=type_expr)
+
+    def _target_to_str(self, target: Target) -> str:
+        if callable(target):
+            op = target.__name__
+        else:
+            assert isinstance(target, str)
+            op = target[2:-2] if _is_magic(target) else target
+        return _snake_case(op)
+
+    @compatibility(is_backward_compatible=True)
+    def python_code(self, root_module: str, *, verbose: bool = False) -> PythonCode:
+        """Python source (and globals) of a ``forward`` equivalent to this graph."""
+        src, globals_ = self._python_code(root_module, verbose, self._codegen)
+        return PythonCode(src, globals_)
+
+    @compatibility(is_backward_compatible=True)
+    def print_tabular(self):
+        """Print the nodes as a table (needs ``tabulate``)."""
+        try:
+            from tabulate import tabulate
+        except ImportError:
+            print("`print_tabular` relies on the library `tabulate`, "
+                  "which could not be found on this machine. Run `pip "
+                  "install tabulate` to install the library.")
+            raise
+        rows = [[n.op, n.name, n.target, n.args, n.kwargs] for n in self.nodes]
+        print(tabulate(rows, headers=['opcode', 'name', 'target', 'args', 'kwargs']))
+
+    @compatibility(is_backward_compatible=True)
+    def lint(self):
+        """Check the graph's invariants (C++), then its references into the owning module."""
+        self._lint_core()
+        mod = self.owning_module
+        if not mod:
+            return
+        for node in self.nodes:
+            op = node.op
+            if op != 'get_attr' and op != 'call_module':
+                continue
+            atoms = node.target.split('.')
+            itr = mod
+            for i, atom in enumerate(atoms):
+                nxt = getattr(itr, atom, None)
+                seen = '.'.join(atoms[:i])
+                if nxt is None:
+                    raise RuntimeError(f'Node {node} target {node.target} references nonexistent attribute '
+                                       f'{atom} of {seen}')
+                if op == "call_module" and not isinstance(nxt, torch.nn.Module):
+                    raise RuntimeError(f'Node {node} target {node.target} {atom} of {seen} does '
+                                       'not reference an nn.Module')
+                if (op == "get_attr" and not isinstance(nxt, (torch.nn.Module, torch.nn.Parameter))
+                        and atom not in itr._buffers):
+                    warnings.warn(f'Node {node} target {node.target} {atom} of {seen} does '
+                                  'not reference an nn.Module, nn.Parameter, or buffer, which is '
+                                  'what \'get_attr\' Nodes typically target')
+                else:
+                    itr = nxt
+
+    @compatibility(is_backward_compatible=True)
+    def eliminate_dead_code(self):
+        """Remove pure nodes without users, in reverse order; returns whether anything changed."""
+        self.lint()
+        return self._dce_core()
+
+    @compatibility(is_backward_compatible=False)
+    def set_codegen(self, codegen: CodeGen):
+        self._codegen = codegen
+
+    @compatibility(is_backward_compatible=False)
+    def on_generate_code(self, make_transformer: Callable[[Optional[TransformCodeFunc]], TransformCodeFunc]):
+        """Register a transformer of the generated body (restorable with ``with``)."""
+        previous = self._codegen._body_transformer
+        self._codegen._body_transformer = make_transformer(previous)
+
+        @contextlib.contextmanager
+        def restore():
+            try:
+                yield
+            finally:
+                self._codegen._body_transformer = previous
+
+        return restore()
+
+
+# ---------------------------------------------------------------------------
+# Helpers the C++ bindings call back into.
+
+def _target_info(obj):
+    """(name, qualified name, printed target, operator name, qualified reference, impure) of a callable."""
+    name = getattr(obj, '__name__', None)  # None: naming raises AttributeError, as in torch.fx
+    try:
+        qualified = _get_qualified_name(obj)
+    except Exception:
+        qualified = name if name is not None else repr(obj)
+    try:
+        pretty = _pretty_print_target(obj)
+    except Exception:
+        pretty = qualified
+    operator_name = name if name and getattr(obj, '__module__', None) == '_operator' else ''
+    reference = ''
+    try:
+        if _is_from_torch(obj) and obj != torch.device:
+            reference = qualified
+    except Exception:
+        pass
+    try:
+        impure = obj in _side_effectful_functions
+    except TypeError:
+        impure = False
+    return (name, qualified, pretty, operator_name, reference, impure)
+
+
+def _bad_target(graph, name, target, wanted_callable):
+    kind = 'a Callable' if wanted_callable else 'a str'
+    raise ValueError(f'Node [graph = {graph}, name = \'{name}\'] target {target} has type '
+                     f'{torch.typename(target)} but {kind} is expected')
+
+
+def _origin_type(origin):
+    return _origin_type_map.get(origin, origin)
+
+
+def _install_helpers():
+    from ._symbolic_trace import wrap
+    _C._set_classes(Node, immutable_list, immutable_dict, {
+        '_type_repr': _type_repr,
+        '_target_info': _target_info,
+        '_bad_target': _bad_target,
+        '_origin_type': _origin_type,
+        '_copy': copy.copy,
+        'CodeGen': CodeGen,
+        'wrap': wrap,
+    })
+
+
+reflectable_magic_methods = {
+    'add': '{} + {}', 'sub': '{} - {}', 'mul': '{} * {}', 'floordiv': '{} // {}', 'truediv': '{} / {}',
+    'div': '{} / {}', 'mod': '{} % {}', 'pow': '{} ** {}', 'lshift': '{} << {}', 'rshift': '{} >> {}',
+    'and_': '{} & {}', 'or_': '{} | {}', 'xor': '{} ^ {}', 'getitem': '{}[{}]', 'matmul': '{} @ {}',
+}
+
+magic_methods = dict({
+    'eq': '{} == {}', 'ne': '{} != {}', 'lt': '{} < {}', 'gt': '{} > {}', 'le': '{} <= {}', 'ge': '{} >= {}',
+    'pos': '+{}', 'neg': '-{}', 'invert': '~{}'}, **reflectable_magic_methods)
+
+inplace_methods = {
+    'iadd': '{} += {}', 'iand': '{} &= {}', 'ifloordiv': '{} //= {}', 'ilshift': '{} <<= {}', 'imod': '{} %= {}',
+    'imul': '{} *= {}', 'imatmul': '{} @= {}', 'ior': '{} |= {}', 'ipow': '{} **= {}', 'irshift': '{} >>= {}',
+    'isub': '{} -= {}', 'itruediv': '{} /= {}', 'ixor': '{} ^= {}', 'setitem': '{}[{}] = {}',
+}

@@ -1,0 +1,742 @@
+"""``GraphModule``: an ``nn.Module`` whose ``forward`` is generated from a Graph.
+
+Behaviour mirrors ``torch.fx.graph_module`` (1.13.1).  Implementation notes:
+
+* Generated source is compiled under a unique pseudo file name
+  (``<eval_with_key>.N``) that is registered lazily in :mod:`linecache`, so
+  tracebacks, ``inspect.getsource`` and TorchScript can all see it.
+* Compiled code objects are memoised by source text: rebuilding / copying /
+  unpickling a GraphModule whose code did not change skips ``compile()``.
+* With ``_LAZY_FORWARD`` (default) ``recompile`` produces the source eagerly
+  but compiles it on the first lookup of ``forward``; a syntactically invalid
+  generated program therefore raises on first use rather than in
+  ``recompile``.  Set ``_LAZY_FORWARD = False`` for torch.fx's eager timing.
+"""
+import copy
+import functools
+import linecache
+import os
+import sys
+import traceback
+import warnings
+from pathlib import Path
+from types import CodeType
+from typing import Any, Dict, List, Optional, Set, Tuple, Type, Union
+
+import torch
+import torch.nn as nn
+import torch.overrides
+from torch.nn.modules.module import _addindent
+from torch.package import Importer, PackageExporter, PackageImporter, sys_importer
+
+from ._compatibility import compatibility
+from .graph import Graph, PythonCode, _PyTreeCodeGen, _custom_builtins, _is_from_torch
+
+
+# ---------------------------------------------------------------------------
+# Executing generated source while keeping it retrievable
+# ---------------------------------------------------------------------------
+
+class _EvalCacheLoader(object):
+    """A PEP 302 style loader that serves generated sources to linecache.
+
+    ``eval_cache`` maps the pseudo file name to its source text.
+    """
+
+    # maximum number of memoised code objects (sources stay in eval_cache)
+    _MAX_COMPILED = 2048
+
+    def __init__(self):
+        self.eval_cache: Dict[str, str] = {}
+        self.next_id = 0
+        self._compiled: Dict[str, Tuple[str, CodeType]] = {}
+
+    def cache(self, src: str, globals: Optional[Dict[str, Any]] = None) -> str:
+        """Remember ``src`` under a fresh pseudo file name and register a lazy
+        linecache entry for it.  ``globals`` is accepted for API compatibility
+        and never mutated.  Returns the pseudo file name."""
+        key = self._get_key()
+        self.eval_cache[key] = src
+        self._register(key)
+        return key
+
+    def _register(self, key: str) -> None:
+        # The same shape ``linecache.lazycache`` produces: a 1-tuple holding a
+        # no-argument callable returning the source.  It is realised on the
+        # first ``linecache.getlines(key)``.
+        linecache.cache[key] = (functools.partial(self.get_source, key),)
+
+    # Part of the loader protocol (PEP 302); linecache calls it for the source.
+    def get_source(self, module_name: str) -> Optional[str]:
+        return self.eval_cache.get(module_name)
+
+    def _get_key(self) -> str:
+        key = f'<eval_with_key>.{self.next_id}'
+        self.next_id += 1
+        return key
+
+    def compile(self, src: str) -> CodeType:
+        """Compile ``src`` (memoised on the source text)."""
+        hit = self._compiled.get(src)
+        if hit is not None:
+            key, code = hit
+            if key not in linecache.cache:      # e.g. after linecache.clearcache()
+                self._register(key)
+            return code
+        key = self.cache(src)
+        code = compile(src, key, 'exec')
+        compiled = self._compiled
+        if len(compiled) >= self._MAX_COMPILED:
+            compiled.pop(next(iter(compiled)), None)
+        compiled[src] = (key, code)
+        return code
+
+
+_loader = _EvalCacheLoader()
+
+
+def _exec_with_source(src: str, globals: Dict[str, Any]):
+    exec(_loader.compile(src), globals)
+
+
+def _forward_from_src(src: str, globals: Dict[str, Any]):
+    # work on a copy: the caller's globals stay untouched
+    namespace = dict(globals)
+    _exec_with_source(src, namespace)
+    return namespace.pop('forward')
+
+
+# When true, ``recompile`` defers compiling the generated source until
+# ``forward`` is first looked up (call, ``inspect``, TorchScript, ...).  The
+# source text (``code``) is always produced eagerly.
+_LAZY_FORWARD = True
+
+
+class _LazyForward:
+    """Class attribute standing in for a not yet compiled ``forward``.
+
+    On first lookup it compiles the source and replaces itself on the owning
+    class with the real function, so later lookups cost nothing extra."""
+    __slots__ = ('src', 'globals', 'owner')
+
+    def __init__(self, src: str, globals: Dict[str, Any], owner: type):
+        self.src = src
+        self.globals = globals
+        self.owner = owner
+
+    def materialize(self):
+        fn = _forward_from_src(self.src, self.globals)
+        owner = self.owner
+        if owner.__dict__.get('forward') is self:
+            owner.forward = fn
+        return fn
+
+    def __get__(self, obj, objtype=None):
+        fn = self.materialize()
+        return fn if obj is None else fn.__get__(obj, objtype)
+
+
+def _format_import_statement(name: str, obj: Any, importer: Importer) -> str:
+    builtin = _custom_builtins.get(name)
+    if builtin is not None:
+        return builtin.import_str
+    if _is_from_torch(name):
+        return 'import torch'
+    module_name, attr_name = importer.get_name(obj)
+    return f'from {module_name} import {attr_name} as {name}'
+
+
+def _format_import_block(globals: Dict[str, Any], importer: Importer):
+    statements: Set[str] = {_format_import_statement(name, obj, importer)
+                            for name, obj in globals.items()}
+    return '\n'.join(statements)
+
+
+# ---------------------------------------------------------------------------
+# (De)serialization entry points -- referenced by pickles, keep names stable
+# ---------------------------------------------------------------------------
+
+@compatibility(is_backward_compatible=True)
+def reduce_graph_module(body: Dict[Any, Any], import_block: str) -> torch.nn.Module:
+    # Older pickles stored the generated source under ``code``.
+    fn_src = body.get('_code') or body['code']
+    forward = _forward_from_src(import_block + fn_src, {})
+    return _deserialize_graph_module(forward, body)
+
+
+@compatibility(is_backward_compatible=True)
+def reduce_package_graph_module(
+    importer: PackageImporter, body: Dict[Any, Any], generated_module_name: str
+) -> torch.nn.Module:
+    forward = importer.import_module(generated_module_name).forward
+    return _deserialize_graph_module(forward, body)
+
+
+@compatibility(is_backward_compatible=True)
+def reduce_deploy_graph_module(
+    importer: PackageImporter, body: Dict[Any, Any], import_block: str
+) -> torch.nn.Module:
+    ns: Dict[str, Any] = {"__builtins__": importer.patched_builtins}
+    fn_src = body.get('_code')
+    assert fn_src is not None
+    forward = _forward_from_src(import_block + fn_src, ns)
+    return _deserialize_graph_module(forward, body)
+
+
+def _deserialize_graph_module(forward, body: Dict[Any, Any]) -> torch.nn.Module:
+    """Rebuild a GraphModule from its saved ``__dict__`` (minus the graph) and
+    its generated ``forward``: the graph is recovered by symbolically tracing
+    the generated code, treating every submodule as a leaf."""
+
+    # symbolic tracing reads ``forward`` off the class, so give it a class
+    class CodeOnlyModule(torch.nn.Module):
+        def __init__(self, body):
+            super().__init__()
+            self.__dict__ = body
+
+    CodeOnlyModule.forward = forward
+
+    tracer_cls = body.get('_tracer_cls')
+    if tracer_cls is None:
+        from ._symbolic_trace import Tracer
+        tracer_cls = Tracer
+
+    graphmodule_cls_name = body.get('_graphmodule_cls_name', 'GraphModule')
+
+    base_tracer: Any = tracer_cls
+
+    class KeepModules(base_tracer):
+        # submodules were not traced through originally; don't now either
+        def is_leaf_module(self, _: torch.nn.Module, __: str) -> bool:
+            return True
+
+    com = CodeOnlyModule(body)
+    tracer_extras = body.get('_tracer_extras', {})
+    graph = KeepModules().trace(com, **tracer_extras)
+
+    # do not leave the local (unpicklable) KeepModules class on the graph
+    graph._tracer_cls = tracer_cls
+    gm = GraphModule(com, graph, class_name=graphmodule_cls_name)
+
+    # The constructor only keeps attributes the graph references; restore any
+    # other state that was saved.
+    for k, v in body.items():
+        if not hasattr(gm, k):
+            setattr(gm, k, v)
+    return gm
+
+
+# ---------------------------------------------------------------------------
+# Attribute copying helpers
+# ---------------------------------------------------------------------------
+
+def _install(to_module: torch.nn.Module, field: str, value: Any) -> None:
+    # plain tensors (not Parameters) become buffers
+    if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+        to_module.register_buffer(field, value)
+    else:
+        setattr(to_module, field, value)
+
+
+# copy the attribute with qualified name ``target`` from ``from_module`` to
+# ``to_module``, creating empty Modules for missing intermediate path atoms
+def _copy_attr(from_module: torch.nn.Module, to_module: torch.nn.Module, target: str):
+    *prefix, field = target.split('.')
+    for item in prefix:
+        f = getattr(from_module, item)
+        t = getattr(to_module, item, None)
+        if f is t:
+            # an ancestor was copied as a whole already, nothing left to do
+            return
+        if t is None:
+            t = torch.nn.Module()
+            setattr(to_module, item, t)
+        from_module, to_module = f, t
+    _install(to_module, field, getattr(from_module, field))
+
+
+# install ``from_obj`` at qualified name ``target`` on ``to_module``, creating
+# empty Modules for missing intermediate path atoms
+def _assign_attr(from_obj: Any, to_module: torch.nn.Module, target: str):
+    *prefix, field = target.split('.')
+    for item in prefix:
+        t = getattr(to_module, item, None)
+        if t is None:
+            t = torch.nn.Module()
+            setattr(to_module, item, t)
+        to_module = t
+    _install(to_module, field, from_obj)
+
+
+# ---------------------------------------------------------------------------
+# Error context for exceptions raised inside generated code
+# ---------------------------------------------------------------------------
+
+class _WrappedCall:
+    def __init__(self, cls, cls_call):
+        self.cls = cls
+        self.cls_call = cls_call
+
+    @staticmethod
+    def _generate_error_message(frame_summary: traceback.FrameSummary) -> str:
+        """The formatted traceback, followed by the offending generated line
+        with two lines of context on each side."""
+        lineno = frame_summary.lineno
+        assert lineno is not None
+        line = frame_summary.line
+        assert line is not None
+        src_lines = linecache.getlines(frame_summary.filename)
+
+        header = ("Call using an FX-traced Module, "
+                  f"line {lineno} of the traced Module's "
+                  "generated forward function:")
+        before = "".join(src_lines[lineno - 2:lineno])
+        marker = "~" * len(line) + "~~~ <--- HERE"
+        after = "\n".join(src_lines[lineno:lineno + 2])
+        return "\n".join([traceback.format_exc(), header, before, marker, after])
+
+    def __call__(self, obj, *args, **kwargs):
+        try:
+            if self.cls_call is not None:
+                return self.cls_call(obj, *args, **kwargs)
+            return super(self.cls, obj).__call__(*args, **kwargs)  # type: ignore[misc]
+        except Exception as e:
+            assert e.__traceback__
+            innermost = traceback.StackSummary.extract(
+                traceback.walk_tb(e.__traceback__))[-1]  # type: ignore[arg-type]
+            if "eval_with_key" not in innermost.filename:
+                raise e
+            print(_WrappedCall._generate_error_message(innermost), file=sys.stderr)
+            raise e.with_traceback(None)
+
+
+def call_wrapped(self, *args, **kwargs):
+    return self._wrapped_call(self, *args, **kwargs)
+
+
+_call_wrapped = call_wrapped
+del call_wrapped
+
+
+_GET_ATTR_OR_CALL_MODULE = ('get_attr', 'call_module')
+
+
+@compatibility(is_backward_compatible=True)
+class GraphModule(torch.nn.Module):
+    """
+    GraphModule is an nn.Module generated from an fx.Graph. Graphmodule has a
+    ``graph`` attribute, as well as ``code`` and ``forward`` attributes generated
+    from that ``graph``.
+
+    .. warning::
+
+        When ``graph`` is reassigned, ``code`` and ``forward`` will be automatically
+        regenerated. However, if you edit the contents of the ``graph`` without reassigning
+        the ``graph`` attribute itself, you must call ``recompile()`` to update the generated
+        code.
+    """
+    def __new__(cls: 'Type[GraphModule]', *args, **kwargs):
+        # Every instance gets its own singleton subclass so that it can carry
+        # its own generated ``forward``.  Never stack one GraphModuleImpl on
+        # top of another (pytorch/pytorch#63883): start from the first class
+        # in the MRO that is not one.
+        for t in cls.__mro__:
+            if t.__qualname__.rpartition('.')[2] != 'GraphModuleImpl':
+                cls = t
+                break
+
+        class GraphModuleImpl(cls):  # type: ignore[misc, valid-type]
+            pass
+        return super().__new__(GraphModuleImpl)
+
+    @compatibility(is_backward_compatible=True)
+    def __init__(self,
+                 root: Union[torch.nn.Module, Dict[str, Any]],
+                 graph: Graph,
+                 class_name: str = 'GraphModule'):
+        """
+        Construct a GraphModule.
+
+        Args:
+
+            root (Union[torch.nn.Module, Dict[str, Any]):
+                ``root`` can either be an nn.Module instance or a Dict mapping strings to any attribute type.
+                In the case that ``root`` is a Module, any references to Module-based objects (via qualified
+                name) in the Graph's Nodes' ``target`` field will be copied over from the respective place
+                within ``root``'s Module hierarchy into the GraphModule's module hierarchy.
+                In the case that ``root`` is a dict, the qualified name found in a Node's ``target`` will be
+                looked up directly in the dict's keys. The object mapped to by the Dict will be copied
+                over into the appropriate place within the GraphModule's module hierarchy.
+
+            graph (Graph): ``graph`` contains the nodes this GraphModule should use for code generation
+
+            class_name (str): ``name`` denotes the name of this GraphModule for debugging purposes. If it's unset, all
+                error messages will report as originating from ``GraphModule``. It may be helpful to set this
+                to ``root``'s original name or a name that makes sense within the context of your transform.
+        """
+        super().__init__()
+        self.__class__.__name__ = class_name
+        if isinstance(root, torch.nn.Module):
+            if hasattr(root, 'training'):
+                self.training = root.training
+            seen: Set[str] = set()
+            for node in graph.nodes:
+                if node.op in _GET_ATTR_OR_CALL_MODULE:
+                    target = node.target
+                    assert isinstance(target, str)
+                    if target not in seen:
+                        seen.add(target)
+                        _copy_attr(root, self, target)
+        elif isinstance(root, dict):
+            targets_to_copy: List[str] = []
+            for node in graph.nodes:
+                if node.op in _GET_ATTR_OR_CALL_MODULE:
+                    target = node.target
+                    assert isinstance(target, str)
+                    if target not in root:
+                        raise RuntimeError('Node ' + str(node) + ' referenced target ' + target +
+                                           ' but that target was not provided in ``root``!')
+                    targets_to_copy.append(target)
+            # Shallower names first, so that assigning ``foo.bar`` cannot wipe
+            # out an already assigned ``foo.bar.baz`` (stable sort).
+            targets_to_copy.sort(key=lambda t: t.count('.'))
+            for target in targets_to_copy:
+                _assign_attr(root[target], self, target)
+        else:
+            raise RuntimeError('Unsupported type ' + str(root) + ' passed for root!')
+
+        self.graph = graph
+
+        # Keep the Tracer class that produced the graph (needed by
+        # torch.package to re-trace the code on load) unless it is a local
+        # class, which could not be pickled.
+        self._tracer_cls = None
+        tracer_cls = graph._tracer_cls
+        if tracer_cls and '<locals>' not in tracer_cls.__qualname__:
+            self._tracer_cls = tracer_cls
+
+        self._tracer_extras = {}
+        if graph._tracer_extras:
+            self._tracer_extras = graph._tracer_extras
+
+        # Dictionary to store metadata
+        self.meta: Dict[str, Any] = {}
+
+    # TorchScript cannot compile the graph setter (pytorch/pytorch#44842);
+    # it is not meant to be used from TorchScript anyway.
+    __jit_unused_properties__ = ['graph']
+
+    @property
+    def graph(self) -> Graph:
+        """
+        Return the ``Graph`` underlying this ``GraphModule``
+        """
+        return self._graph
+
+    @graph.setter
+    def graph(self, g: Graph) -> None:
+        """
+        Set the underlying ``Graph`` for this ``GraphModule``. This will internally
+        recompile the ``GraphModule`` so that the generated ``forward()`` function
+        corresponds to ``g``
+        """
+        assert isinstance(g, Graph), f'Expected a Graph instance, but got {type(g)}'
+        self._graph = g
+        g.owning_module = self
+        self.recompile()
+
+    @compatibility(is_backward_compatible=False)
+    def to_folder(self, folder: Union[str, os.PathLike], module_name: str = "FxModule"):
+        """Dumps out module to ``folder`` with ``module_name`` so that it can be
+        imported with ``from <folder> import <module_name>``
+
+        Args:
+
+            folder (Union[str, os.PathLike]): The folder to write the code out to
+
+            module_name (str): Top-level name to use for the ``Module`` while
+                writing out the code
+        """
+        folder = Path(folder)
+        folder.mkdir(exist_ok=True)
+        torch.save(self.state_dict(), folder / 'state_dict.pt')
+        tab = " " * 4
+        builtin_imports = '\n'.join(v.import_str for v in _custom_builtins.values())
+        lines = [f"""
+import torch
+{builtin_imports}
+
+from torch.nn import *
+class {module_name}(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+"""]
+        # these module types have a repr that evaluates back to an equivalent module
+        safe_reprs = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d,
+                      nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
+
+        blobified_modules = []
+        for child_name, child in self.named_children():
+            if type(child) in safe_reprs:
+                child_str = repr(child)
+            else:
+                child_file = folder / f'{child_name}.pt'
+                torch.save(child, child_file)
+                blobified_modules.append(child_name)
+                child_repr = repr(child).replace('\r', ' ').replace('\n', ' ')
+                child_str = f"torch.load(r'{child_file}') # {child_repr}"
+            lines.append(f"{tab * 2}self.{child_name} = {child_str}\n")
+
+        for buffer_name, buffer in self._buffers.items():
+            if buffer is None:
+                continue
+            lines.append(f"{tab * 2}self.register_buffer('{buffer_name}', "
+                         f"torch.empty({list(buffer.shape)}, dtype={buffer.dtype}))\n")
+
+        for param_name, param in self._parameters.items():
+            if param is None:
+                continue
+            lines.append(f"{tab * 2}self.{param_name} = torch.nn.Parameter("
+                         f"torch.empty({list(param.shape)}, dtype={param.dtype}))\n")
+
+        lines.append(f"{tab * 2}self.load_state_dict(torch.load(r'{folder}/state_dict.pt'))\n")
+        lines.append(f"{_addindent(self.code, 4)}\n")
+
+        (folder / 'module.py').write_text(''.join(lines))
+        (folder / '__init__.py').write_text('from .module import *')
+
+        if blobified_modules:
+            warnings.warn("Was not able to save the following children modules as reprs -"
+                          f"saved as pickled files instead: {blobified_modules}")
+
+    @compatibility(is_backward_compatible=True)
+    def add_submodule(self, target: str, m: torch.nn.Module) -> bool:
+        """
+        Adds the given submodule to ``self``.
+
+        This installs empty Modules where none exist yet if they are
+        subpaths of ``target``.
+
+        Args:
+            target: The fully-qualified string name of the new submodule
+                (See example in ``nn.Module.get_submodule`` for how to
+                specify a fully-qualified string.)
+            m: The submodule itself; the actual object we want to
+                install in the current Module
+
+        Return:
+            bool: Whether or not the submodule could be inserted. For
+                this method to return True, each object in the chain
+                denoted by ``target`` must either a) not exist yet,
+                or b) reference an ``nn.Module`` (not a parameter or
+                other attribute)
+        """
+        *prefix, field = target.split('.')
+        mod: torch.nn.Module = self
+        for item in prefix:
+            submod = getattr(mod, item, None)
+            if submod is None:
+                submod = torch.nn.Module()
+                setattr(mod, item, submod)
+            if not isinstance(submod, torch.nn.Module):
+                return False
+            mod = submod
+        mod.add_module(field, m)
+        return True
+
+    @compatibility(is_backward_compatible=True)
+    def delete_submodule(self, target: str) -> bool:
+        """
+        Deletes the given submodule from ``self``.
+
+        The module will not be deleted if ``target`` is not a valid
+        target.
+
+        Args:
+            target: The fully-qualified string name of the new submodule
+                (See example in ``nn.Module.get_submodule`` for how to
+                specify a fully-qualified string.)
+
+        Returns:
+            bool: Whether or not the target string referenced a
+                submodule we want to delete. A return value of ``False``
+                means that the ``target`` was not a valid reference to
+                a submodule.
+        """
+        *path, leaf = target.split(".")
+        mod: torch.nn.Module = self
+        for item in path:
+            if not hasattr(mod, item):
+                return False
+            mod = getattr(mod, item)
+            if not isinstance(mod, torch.nn.Module):
+                return False
+        if not hasattr(mod, leaf):
+            return False
+        if not isinstance(getattr(mod, leaf), torch.nn.Module):
+            return False
+        delattr(mod, leaf)
+        return True
+
+    @compatibility(is_backward_compatible=True)
+    def delete_all_unused_submodules(self) -> None:
+        """
+        Deletes all unused submodules from ``self``.
+
+        A Module is considered "used" if any one of the following is
+        true:
+        1. It has children that are used
+        2. Its forward is called directly via a ``call_module`` node
+        3. It has a non-Module attribute that is used from a
+        ``get_attr`` node
+
+        This method can be called to clean up an ``nn.Module`` without
+        manually calling ``delete_submodule`` on each unused submodule.
+        """
+        used: Set[str] = set()
+        for node in self.graph.nodes:
+            op = node.op
+            if op != "call_module" and op != "get_attr":
+                continue
+            target = node.target
+            # every dotted prefix of the target: foo, foo.bar, foo.bar.baz
+            path = None
+            for atom in target.split("."):
+                path = atom if path is None else f"{path}.{atom}"
+                used.add(path)
+            # a called module keeps all of its descendants alive
+            if op == "call_module":
+                try:
+                    submod = self.get_submodule(target)
+                except AttributeError:
+                    # references a nonexistent submodule: nothing to keep
+                    continue
+                for submod_name, _ in submod.named_modules():
+                    if submod_name != '':
+                        used.add(f"{target}.{submod_name}")
+
+        to_delete = [name for name, _ in self.named_modules() if name not in used]
+        for name in to_delete:
+            self.delete_submodule(name)
+
+    @property
+    def code(self) -> str:
+        """
+        Return the Python code generated from the ``Graph`` underlying this
+        ``GraphModule``.
+        """
+        if not hasattr(self, '_code'):
+            raise RuntimeError('Code has not been generated! Please report a bug to PyTorch')
+        return self._code
+
+    @compatibility(is_backward_compatible=True)
+    def recompile(self) -> PythonCode:
+        """
+        Recompile this GraphModule from its ``graph`` attribute. This should be
+        called after editing the contained ``graph``, otherwise the generated
+        code of this ``GraphModule`` will be out of date.
+        """
+        graph = self._graph
+        codegen = graph._codegen
+        if isinstance(codegen, _PyTreeCodeGen):
+            self._in_spec = codegen.pytree_info.in_spec
+            self._out_spec = codegen.pytree_info.out_spec
+        python_code = graph.python_code(root_module='self')
+        src = python_code.src
+        self._code = src
+
+        cls = type(self)
+        if _LAZY_FORWARD:
+            cls.forward = _LazyForward(src, python_code.globals, cls)
+        else:
+            cls.forward = _forward_from_src(src, python_code.globals)
+
+        # Wrap calls for error reporting.  If this very class defines its own
+        # ``__call__`` that one is wrapped; otherwise the wrapper dispatches
+        # dynamically through super() (normally to nn.Module.__call__, which
+        # must not be captured here since symbolic tracing patches it).
+        cls_dict = vars(cls)
+        if '_wrapped_call' not in cls_dict:
+            cls_call = cls.__call__ if '__call__' in cls_dict else None
+            cls._wrapped_call = _WrappedCall(cls, cls_call)  # type: ignore[attr-defined]
+        cls.__call__ = _call_wrapped
+
+        return python_code
+
+    # Passing Tracer as argument allows subclasses extending fx.GraphModule
+    # define their own Tracer (extending fx.Tracer).
+    def __reduce_deploy__(self, importer: Importer):
+        dict_without_graph = self.__dict__.copy()
+        dict_without_graph['_graphmodule_cls_name'] = self.__class__.__name__
+        del dict_without_graph['_graph']
+
+        python_code = self.recompile()
+        import_block = _format_import_block(python_code.globals, importer)
+        return (reduce_deploy_graph_module, (dict_without_graph, import_block))
+
+    def __reduce_package__(self, exporter: PackageExporter):
+        dict_without_graph = self.__dict__.copy()
+        dict_without_graph['_graphmodule_cls_name'] = self.__class__.__name__
+        del dict_without_graph['_graph']
+
+        generated_module_name = f'fx-generated._{exporter.get_unique_id()}'
+        python_code = self.recompile()
+        import_block = _format_import_block(python_code.globals, exporter.importer)
+        module_code = import_block + self.code
+        exporter.save_source_string(generated_module_name, module_code)
+        return (reduce_package_graph_module, (dict_without_graph, generated_module_name))
+
+    def __reduce__(self):
+        """
+        Serialization of GraphModule. We serialize only the generated code, not
+        the underlying ``Graph``. This is because ``Graph`` does not have on-disk
+        backward-compatibility guarantees, whereas Python source code does.
+        On the deserialization side, we symbolically trace through the generated
+        code to regenerate the underlying ``Graph``
+        """
+        dict_without_graph = self.__dict__.copy()
+        python_code = self.recompile()
+        import_block = _format_import_block(python_code.globals, sys_importer)
+        del dict_without_graph['_graph']
+        return (reduce_graph_module, (dict_without_graph, import_block))
+
+    # __reduce__ re-traces; deepcopy must not go through it
+    def __deepcopy__(self, memo):
+        fake_mod = torch.nn.Module()
+        fake_mod.__dict__ = copy.deepcopy(self.__dict__)
+        return GraphModule(fake_mod, fake_mod.__dict__['_graph'])
+
+    def __copy__(self):
+        return GraphModule(self, self.graph)
+
+    @compatibility(is_backward_compatible=False)
+    def print_readable(self, print_output: bool = True):
+        """
+        Return the Python code generated for current GraphModule and its children GraphModules
+        """
+        module_code = self._graph.python_code(root_module='self', verbose=True).src
+        module_code = module_code.lstrip('\n')
+        module_code = f"class {self._get_name()}(torch.nn.Module):\n" + module_code
+        module_code = _addindent(module_code, 4)
+
+        submodule_code_list = [""]
+        for submodule in self.children():
+            if isinstance(submodule, GraphModule):
+                submodule_code_list.append(submodule.print_readable(print_output=False))
+        submodule_code = _addindent("\n".join(submodule_code_list), 4)
+
+        output = module_code + submodule_code
+        if print_output:
+            print(output)
+            return None
+        return output
+
+    def __str__(self) -> str:
+        orig_str = super().__str__()
+        print_readable_reminder = "# To see more debug info, please use `graph_module.print_readable()`"
+        return '\n'.join([orig_str, self._code, print_readable_reminder])
+
+    def _replicate_for_data_parallel(self):
+        new_gm = self.__copy__()
+        new_gm._is_replica = True
+        return new_gm

@@ -1,0 +1,190 @@
+"""fxcpp.node: Node and argument utilities (mirrors torch.fx.node).
+
+``Node`` objects are backed by the C++ core (``fxcpp._C.NodeBase``); this
+module adds the Python-only parts: purity checks that need modules, argument
+normalization, and torch.fx's helper functions used by printing and codegen.
+"""
+import builtins
+import types
+import warnings
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
+
+import torch
+
+from . import _C
+from ._compatibility import compatibility
+from .immutable_collections import immutable_dict, immutable_list
+
+if TYPE_CHECKING:
+    from .graph import Graph
+
+__all__ = ['Node', 'map_arg', 'map_aggregate']
+
+BaseArgumentTypes = Union[str, int, float, bool, complex, torch.dtype,
+                          torch.Tensor, torch.device, torch.memory_format, torch.layout]
+base_types = BaseArgumentTypes.__args__  # type: ignore[attr-defined]
+
+Target = Union[Callable[..., Any], str]
+
+Argument = Optional[Union[
+    Tuple[Any, ...],  # actually Argument
+    List[Any],  # actually Argument
+    Dict[str, Any],  # actually Argument
+    slice,
+    'Node',
+    BaseArgumentTypes
+]]
+
+_side_effectful_functions: Set[Callable] = {
+    torch._assert,
+    torch.ops.profiler._record_function_enter,
+    torch.ops.profiler._record_function_enter_new,
+    torch.ops.profiler._record_function_exit}
+
+
+def _find_module_of_method(orig_method: Callable[..., Any]) -> str:
+    name = orig_method.__name__
+    module = orig_method.__module__
+    if module is not None:
+        return module
+    for guess in [torch, torch.nn.functional]:
+        if getattr(guess, name, None) is orig_method:
+            return guess.__name__
+    raise RuntimeError(f'cannot find module for {orig_method}')
+
+
+def _type_repr(obj):
+    """Printable form of a type annotation (torch.fx semantics)."""
+    if isinstance(obj, type):
+        if obj.__module__ == 'builtins':
+            return obj.__qualname__
+        return f'{obj.__module__}.{obj.__qualname__}'
+    if obj is ...:
+        return '...'
+    if isinstance(obj, types.FunctionType):
+        return obj.__name__
+    return repr(obj)
+
+
+def _get_qualified_name(func: Callable[..., Any]) -> str:
+    # builtins are referred to by their bare name
+    if getattr(builtins, func.__name__, None) is func:
+        return func.__name__
+    name = func.__name__
+    module = _find_module_of_method(func)
+    # torch.ops modules report themselves as torch._ops
+    module = module.replace('torch._ops', 'torch.ops')
+    return f'{module}.{name}'
+
+
+def _format_arg(arg, max_list_len=float('inf')) -> str:
+    """Graph-printing form of an argument: ``%name`` for nodes, str() for leaves."""
+    custom = getattr(arg, '_custom_fx_repr_fn', None)
+    if custom is not None:
+        return custom()
+    if isinstance(arg, (list, tuple)):
+        shown = [_format_arg(item) for i, item in enumerate(arg) if i < max_list_len]
+        text = ', '.join(shown)
+        if len(arg) >= max_list_len + 1:
+            text += f', ...[total_len={len(arg)}]'
+        if isinstance(arg, list):
+            return '[' + text + ']'
+        return '(' + text + (',' if len(arg) == 1 else '') + ')'
+    if isinstance(arg, dict):
+        return '{' + ', '.join(f'{key}: {_format_arg(value)}' for key, value in arg.items()) + '}'
+    return '%' + str(arg) if isinstance(arg, Node) else str(arg)
+
+
+def _pretty_print_target(target) -> str:
+    if isinstance(target, str):
+        return target
+    if hasattr(target, '__module__'):
+        if not hasattr(target, '__name__'):
+            return _get_qualified_name(target)
+        if target.__module__ == 'builtins':
+            return f'builtins.{target.__name__}'
+        elif target.__module__ == '_operator':
+            return f'operator.{target.__name__}'
+    return _get_qualified_name(target)
+
+
+@compatibility(is_backward_compatible=True)
+class Node(_C.NodeBase):
+    """A node of an fxcpp :class:`Graph` (see torch.fx.Node).
+
+    Instances are created by :meth:`Graph.create_node`; each core node has
+    exactly one ``Node`` object, which keeps its graph alive. ``op``, ``name``,
+    ``target``, ``args``, ``kwargs``, ``users``, ``next``, ``prev`` and ``meta``
+    are read from C++ at attribute speed. Arbitrary attributes may be set.
+    """
+
+    @property
+    def stack_trace(self) -> Optional[str]:
+        return self.meta.get("stack_trace", None)
+
+    @stack_trace.setter
+    def stack_trace(self, trace: Optional[str]):
+        self.meta["stack_trace"] = trace
+
+    def _pretty_print_target(self, target):
+        return _pretty_print_target(target)
+
+    def _remove_from_list(self):
+        raise RuntimeError("fxcpp nodes are unlinked by Graph.erase_node or moved with prepend/append")
+
+    @compatibility(is_backward_compatible=False)
+    def is_impure(self):
+        """True for nodes dead-code elimination must keep."""
+        op = self.op
+        if op == "placeholder" or op == "output":
+            return True
+        if op == "call_function":
+            return self.target in _side_effectful_functions
+        if op != "call_module":
+            return False
+        owner = self.graph.owning_module
+        assert owner is not None, "self.graph.owning_module not set for purity check"
+        submodule = owner.get_submodule(self.target)
+        assert submodule is not None, f"Did not find expected submodule target {self.target}"
+        return getattr(submodule, "_is_impure", False)
+
+    @compatibility(is_backward_compatible=False)
+    def normalized_arguments(self, root, arg_types=None, kwarg_types=None,
+                             normalize_to_only_use_kwargs=False):
+        from torch.fx.operator_schemas import normalize_function, normalize_module
+        if self.op == 'call_function':
+            assert callable(self.target)
+            return normalize_function(self.target, self.args, self.kwargs, arg_types, kwarg_types)
+        elif self.op == 'call_module':
+            assert isinstance(self.target, str)
+            return normalize_module(root, self.target, self.args, self.kwargs)
+        return None
+
+    def __getstate__(self):
+        raise TypeError("fxcpp Nodes cannot be pickled on their own; pickle the GraphModule instead")
+
+
+@compatibility(is_backward_compatible=True)
+def map_arg(a: Argument, fn: Callable[[Node], Argument]) -> Argument:
+    """Apply fn to each Node appearing in arg (tuples, lists, dicts, slices)."""
+    assert callable(fn), "torch.fx.map_arg(a, fn): fn must be a callable"
+    return map_aggregate(a, lambda x: fn(x) if isinstance(x, Node) else x)
+
+
+@compatibility(is_backward_compatible=True)
+def map_aggregate(a: Argument, fn: Callable[[Argument], Argument]) -> Argument:
+    """Apply fn to each leaf of an argument tree, rebuilding its containers.
+
+    Lists become ``immutable_list``, dicts ``immutable_dict`` (keys untouched),
+    NamedTuples are rebuilt as their own type, other tuples as plain tuples.
+    """
+    if isinstance(a, tuple):
+        items = [map_aggregate(item, fn) for item in a]
+        return type(a)(*items) if hasattr(a, '_fields') else tuple(items)
+    if isinstance(a, list):
+        return immutable_list([map_aggregate(item, fn) for item in a])
+    if isinstance(a, dict):
+        return immutable_dict([(key, map_aggregate(value, fn)) for key, value in a.items()])
+    if isinstance(a, slice):
+        return slice(*(map_aggregate(part, fn) for part in (a.start, a.stop, a.step)))
+    return fn(a)

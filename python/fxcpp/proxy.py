@@ -1,0 +1,665 @@
+"""Proxy objects and the tracer base class for fxcpp symbolic tracing.
+
+Behaviourally mirrors ``torch.fx.proxy`` (torch 1.13.1), with two deliberate
+differences:
+
+* Proxy iteration/unpacking and the ``trace_asserts`` bytecode sniffing work on
+  Python 3.11+ (instruction lookup by byte offset instead of ``f_lasti // 2``).
+* ``create_proxy``/``create_arg`` take a fast path when a Tracer subclass does
+  not override the corresponding hooks.
+"""
+import dis
+import inspect
+import operator
+import sys
+import traceback
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
+
+import torch
+
+from .graph import Graph, magic_methods, reflectable_magic_methods
+from .node import Argument, Node, Target, base_types, map_aggregate
+
+try:  # pragma: no cover - depends on what the package ships
+    from ._compatibility import compatibility
+except ImportError:  # pragma: no cover
+    import textwrap as _textwrap
+
+    def compatibility(is_backward_compatible: bool):
+        note = ("\n.. note::\n    Backwards-compatibility for this API is guaranteed.\n"
+                if is_backward_compatible else
+                "\n.. warning::\n    This API is experimental and is *NOT* backward-compatible.\n")
+
+        def mark(fn):
+            fn.__doc__ = _textwrap.dedent(getattr(fn, '__doc__', None) or '') + note
+            return fn
+        return mark
+
+try:  # pragma: no cover
+    from .operator_schemas import check_for_mutable_operation
+except ImportError:  # pragma: no cover
+    from torch.fx.operator_schemas import check_for_mutable_operation
+
+try:  # pragma: no cover
+    from . import traceback as fx_traceback
+except ImportError:  # pragma: no cover
+    import torch.fx.traceback as fx_traceback
+
+__all__ = ['TracerBase', 'GraphAppendingTracer', 'TraceError', 'Proxy', 'Attribute', 'ParameterProxy']
+
+
+# ---------------------------------------------------------------------------
+# Helpers shared by the fast paths
+# ---------------------------------------------------------------------------
+
+# Exact types that every create_arg implementation of the base classes passes
+# through unchanged (``base_types`` minus torch.Tensor, plus None/Ellipsis).
+_ATOMIC_TYPES = frozenset(
+    t for t in (str, int, float, bool, complex, type(None), type(...),
+                torch.dtype, torch.device, torch.memory_format, torch.layout)
+)
+
+
+def _snake_case(s: str) -> str:
+    out = []
+    prev_lower = False
+    for c in s:
+        if prev_lower and c.isupper():
+            out.append('_')
+        out.append(c.lower())
+        prev_lower = c.islower()
+    return ''.join(out)
+
+
+_name_cache: Dict[str, str] = {}
+
+
+def _target_name_to_str(op: str) -> str:
+    """Equivalent of ``Graph._target_to_str`` for a string target (cached)."""
+    r = _name_cache.get(op)
+    if r is None:
+        s = op
+        if s.startswith('__') and s.endswith('__'):
+            s = s[2:-2]
+        r = _name_cache[op] = _snake_case(s)
+    return r
+
+
+# Per tracer class: bit flags telling which hooks are NOT overridden and can be
+# bypassed.  Computed once per class.
+_FAST_ARG = 1      # create_arg is one of the library implementations
+_FAST_NODE = 2     # create_node is TracerBase.create_node
+_FAST_PROXY = 4    # proxy is TracerBase.proxy
+_fast_flags: Dict[type, int] = {}
+_library_create_args: set = set()   # filled with TracerBase/Tracer.create_arg
+
+
+def _compute_fast_flags(cls: type) -> int:
+    flags = 0
+    if getattr(cls, 'create_arg', None) in _library_create_args:
+        flags |= _FAST_ARG
+    if getattr(cls, 'create_node', None) is TracerBase.create_node:
+        flags |= _FAST_NODE
+    if getattr(cls, 'proxy', None) is TracerBase.proxy:
+        flags |= _FAST_PROXY
+    _fast_flags[cls] = flags
+    return flags
+
+
+def _fast_create_arg(tracer, a):
+    """create_arg for the library tracers, short-circuiting the common cases.
+
+    Only used when ``type(tracer).create_arg`` is not user-overridden; anything
+    that is not a plain container/atom/Proxy goes through ``tracer.create_arg``
+    so that semantics stay identical.
+    """
+    t = type(a)
+    if t in _ATOMIC_TYPES:
+        return a
+    if t in _proxy_types:
+        return a.node
+    if t is tuple:
+        return tuple([_fast_create_arg(tracer, e) for e in a])
+    if t is list:
+        return [_fast_create_arg(tracer, e) for e in a]
+    if t is dict:
+        r = {}
+        for k, v in a.items():
+            if type(k) not in _ATOMIC_TYPES:
+                k = tracer.create_arg(k)
+                _check_no_node_in_key(k)
+            r[k] = _fast_create_arg(tracer, v)
+        return r
+    if t is slice:
+        return slice(_fast_create_arg(tracer, a.start), _fast_create_arg(tracer, a.stop),
+                     _fast_create_arg(tracer, a.step))
+    return tracer.create_arg(a)
+
+
+def _check_no_node_in_key(k):
+    def no_node(arg):
+        if isinstance(arg, Node):
+            # (sic) torch.fx does not format the key into this message
+            raise RuntimeError("Keys for dictionaries used as an argument cannot contain a "
+                               "Node. Got key: {k}")
+    map_aggregate(k, no_node)
+
+
+# code object -> (sorted offsets, instructions); used by the bytecode sniffers
+_inst_cache: Dict[Any, Tuple[list, list]] = {}
+
+
+def _instructions(code):
+    entry = _inst_cache.get(code)
+    if entry is None:
+        insts = list(dis.get_instructions(code))
+        entry = ([i.offset for i in insts], insts)
+        if len(_inst_cache) > 4096:
+            _inst_cache.clear()
+        _inst_cache[code] = entry
+    return entry
+
+
+def _current_instruction(frame):
+    """Return (index, instruction list) of the instruction ``frame`` is executing.
+
+    ``f_lasti`` is a byte offset.  Before 3.11 every instruction is 2 bytes; from
+    3.11 on instructions are followed by hidden CACHE entries and ``f_lasti`` may
+    point into them, so pick the last real instruction starting at or before it.
+    """
+    offsets, insts = _instructions(frame.f_code)
+    lasti = frame.f_lasti
+    lo, hi = 0, len(offsets)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if offsets[mid] <= lasti:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1, insts
+
+
+# ---------------------------------------------------------------------------
+# TracerBase
+# ---------------------------------------------------------------------------
+
+@compatibility(is_backward_compatible=True)
+class TracerBase:
+    graph: Graph
+    record_stack_traces: bool = False
+    # Feature flag for mutable schema checking
+    check_mutable_operations: bool = False
+    # Feature flag for assert tracing
+    trace_asserts: bool = False
+    # Feature flag for proxying accesses to buffer values
+    proxy_buffer_attributes: bool = False
+
+    # Name of the function to be traced. It will only be used when
+    # ``root`` is an instance of ``nn.Module``
+    traced_func_name: str = "forward"
+
+    @compatibility(is_backward_compatible=True)
+    def create_node(self, kind: str, target: Target,
+                    args: Tuple[Argument, ...], kwargs: Dict[str, Argument], name: Optional[str] = None,
+                    type_expr: Optional[Any] = None) -> Node:
+        """
+        Inserts a graph node given target, args, kwargs, and name.
+
+        This method can be overridden to do extra checking, validation, or
+        modification of values used in node creation. For example, one might
+        want to disallow in-place operations from being recorded.
+        """
+        if kind == 'call_function' and self.check_mutable_operations:
+            check_for_mutable_operation(target, args, kwargs)
+
+        return self.graph.create_node(kind, target, args, kwargs, name, type_expr)
+
+    @compatibility(is_backward_compatible=True)
+    def proxy(self, node: Node) -> 'Proxy':
+        return Proxy(node, self)
+
+    @compatibility(is_backward_compatible=True)
+    def create_proxy(self, kind: str, target: Target, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                     name: Optional[str] = None, type_expr: Optional[Any] = None,
+                     proxy_factory_fn: Callable[[Node], 'Proxy'] = None):
+        '''
+        Create a Node from the given arguments, then return the Node
+        wrapped in a Proxy object.
+
+        If kind = 'placeholder', then we're creating a Node that
+        represents the parameter of a function. If we need to encode
+        a default parameter, we use the ``args`` tuple. ``args`` is
+        otherwise empty for ``placeholder`` Nodes.
+        '''
+        cls = type(self)
+        flags = _fast_flags.get(cls)
+        if flags is None:
+            flags = _compute_fast_flags(cls)
+
+        if flags & _FAST_ARG and type(args) is tuple and type(kwargs) is dict:
+            args_ = tuple([_fast_create_arg(self, a) for a in args]) if args else ()
+            if kwargs:
+                kwargs_ = _fast_create_arg(self, kwargs)
+            else:
+                kwargs_ = {}
+        else:
+            args_ = self.create_arg(args)
+            kwargs_ = self.create_arg(kwargs)
+            assert isinstance(args_, tuple)
+            assert isinstance(kwargs_, dict)
+
+        if flags & _FAST_NODE:
+            if kind == 'call_function' and self.check_mutable_operations:
+                check_for_mutable_operation(target, args_, kwargs_)
+            node = self.graph.create_node(kind, target, args_, kwargs_, name, type_expr)
+        else:
+            node = self.create_node(kind, target, args_, kwargs_, name, type_expr)
+
+        if proxy_factory_fn:
+            proxy = proxy_factory_fn(node)
+        elif flags & _FAST_PROXY:
+            proxy = Proxy(node, self)
+        else:
+            proxy = self.proxy(node)
+
+        # Optionally set stack trace on the created Node for debugging purposes
+        if fx_traceback.is_stack_trace_overridden():
+            stacks = fx_traceback.format_stack()
+            proxy.node.stack_trace = '\n'.join(reversed(stacks))
+        elif self.record_stack_traces:
+            user_frame = self._find_user_frame()
+            if user_frame:
+                walk_stack_gen = traceback.walk_stack(user_frame)
+                summary = traceback.StackSummary.extract(walk_stack_gen)  # type: ignore[arg-type]
+                tb_lines = summary.format()
+                proxy.node.stack_trace = ''.join(tb_lines)
+
+        return proxy
+
+    def _find_user_frame(self):
+        """
+        Find the Python stack frame executing the user code during
+        symbolic tracing.
+        """
+        # Walk up the call stack and return the first frame that is not part of
+        # the tracing machinery.
+        pt_files = ('fxcpp/proxy.py',
+                    'fxcpp/_symbolic_trace.py',
+                    'torch/fx/proxy.py',
+                    'torch/fx/_symbolic_trace.py',
+                    'torch/fx/experimental/proxy_tensor.py',
+                    'torch/_ops.py',
+                    'torch/_tensor.py',
+                    'torch/utils/_python_dispatch.py',
+                    'torch/_prims_common/wrappers.py',
+                    'torch/_refs/__init__.py',
+                    'torch/_refs/nn/functional/__init__.py')
+        frame = inspect.currentframe()
+        while frame:
+            frame = frame.f_back
+            if frame and not frame.f_code.co_filename.endswith(pt_files):
+                break
+        if not frame:
+            return None
+        return frame
+
+    @compatibility(is_backward_compatible=True)
+    def create_arg(self, a: Any) -> Argument:
+        """
+        A method that lowers the objects seen as arguments during symbolic evaluation
+        into Argument types that can be stored in IR.
+
+        Can be override to support more trace-specific types.
+        """
+        if not isinstance(a, Proxy) and hasattr(a, '__fx_create_arg__'):
+            return a.__fx_create_arg__(self)
+        # aggregates
+        elif isinstance(a, tuple) and hasattr(a, '_fields'):
+            # NamedTuple constructors do not accept a generator; build the
+            # elements first and splat them.
+            args = tuple(self.create_arg(elem) for elem in a)
+            return type(a)(*args)  # type: ignore[arg-type]
+        elif isinstance(a, (tuple, list)):
+            return type(a)(self.create_arg(elem) for elem in a)
+        elif isinstance(a, dict):
+            r = {}
+            for k, v in a.items():
+                # Dict keys must not contain a Proxy/Node anywhere.
+                k = self.create_arg(k)
+                _check_no_node_in_key(k)
+                r[k] = self.create_arg(v)
+            return r
+        elif isinstance(a, slice):
+            return slice(self.create_arg(a.start), self.create_arg(a.stop), self.create_arg(a.step))
+
+        if isinstance(a, Proxy):
+            # base case: we unwrap the Proxy object
+            return a.node
+        elif isinstance(a, base_types) or a is None or a is ...:
+            return a
+        raise NotImplementedError(f"argument of type: {type(a)}")
+
+    @compatibility(is_backward_compatible=True)
+    def to_bool(self, obj: 'Proxy') -> bool:
+        """Called when a proxy object is being converted to a boolean, such as
+        when used in control flow.  Normally we don't know what to do because
+        we don't know the value of the proxy, but a custom tracer can attach more
+        information to the graph node using create_node and can choose to return a value.
+        """
+        raise TraceError('symbolically traced variables cannot be used as inputs to control flow')
+
+    @compatibility(is_backward_compatible=True)
+    def iter(self, obj: 'Proxy') -> Iterator:
+        """Called when a proxy object is being iterated over, such as
+        when used in control flow.  Normally we don't know what to do because
+        we don't know the value of the proxy, but a custom tracer can attach more
+        information to the graph node using create_node and can choose to return an iterator.
+        """
+        raise TraceError('Proxy object cannot be iterated. This can be '
+                         'attempted when the Proxy is used in a loop or'
+                         ' as a *args or **kwargs function argument. '
+                         'See the torch.fx docs on pytorch.org for a '
+                         'more detailed explanation of what types of '
+                         'control flow can be traced, and check out the'
+                         ' Proxy docstring for help troubleshooting '
+                         'Proxy iteration errors')
+
+    @compatibility(is_backward_compatible=True)
+    def keys(self, obj: 'Proxy') -> Any:
+        """Called when a proxy object is has the keys() method called.
+        This is what happens when ** is called on a proxy. This should return an
+        iterator it ** is suppose to work in your custom tracer.
+        """
+        return Attribute(obj, 'keys')()
+
+
+_library_create_args.add(TracerBase.create_arg)
+
+
+# used in Proxy object when just appending to the graph while not tracing.
+@compatibility(is_backward_compatible=True)
+class GraphAppendingTracer(TracerBase):
+    def __init__(self, graph: Graph):
+        super().__init__()
+        self.graph = graph
+
+
+@compatibility(is_backward_compatible=False)
+def assert_fn(x):
+    assert x
+
+
+@compatibility(is_backward_compatible=True)
+class TraceError(ValueError):
+    pass
+
+
+# ---------------------------------------------------------------------------
+# Proxy
+# ---------------------------------------------------------------------------
+
+# torch function -> (kind, target, name) ; filled lazily by __torch_function__
+_torch_fn_dispatch: Dict[Any, Tuple[str, Any, Optional[str]]] = {}
+
+
+def _collect_tracers(cls, a, tracers):
+    """Add the tracers of the ``cls`` instances in ``a`` to ``tracers`` (same
+    traversal as map_aggregate: tuples, lists, dict values, slices)."""
+    if isinstance(a, cls):
+        tracers[a.tracer] = None
+    elif isinstance(a, (tuple, list)):
+        for e in a:
+            if type(e) not in _ATOMIC_TYPES:
+                _collect_tracers(cls, e, tracers)
+    elif isinstance(a, dict):
+        for e in a.values():
+            _collect_tracers(cls, e, tracers)
+    elif isinstance(a, slice):
+        _collect_tracers(cls, a.start, tracers)
+        _collect_tracers(cls, a.stop, tracers)
+        _collect_tracers(cls, a.step, tracers)
+
+
+def _find_tracer(cls, args, kwargs):
+    """Distinct tracers of the ``cls`` instances found in args/kwargs."""
+    tracers: Dict[Any, None] = {}
+    for a in args:
+        t = type(a)
+        if t is cls:
+            tracers[a.tracer] = None
+        elif t not in _ATOMIC_TYPES:
+            _collect_tracers(cls, a, tracers)
+    if kwargs:
+        for a in kwargs.values():
+            if type(a) not in _ATOMIC_TYPES:
+                _collect_tracers(cls, a, tracers)
+    return tracers
+
+
+@compatibility(is_backward_compatible=True)
+class Proxy:
+    """
+    ``Proxy`` objects are ``Node`` wrappers that flow through the
+    program during symbolic tracing and record all the operations
+    (``torch`` function calls, method calls, operators) that they touch
+    into the growing FX Graph.
+
+    If you're doing graph transforms, you can wrap your own ``Proxy``
+    method around a raw ``Node`` so that you can use the overloaded
+    operators to add additional things to a ``Graph``.
+
+    ``Proxy`` objects cannot be iterated. In other words, the symbolic
+    tracer will throw an error if a ``Proxy`` is used in a loop or as
+    an ``*args``/``**kwargs`` function argument.  The exception is tuple
+    unpacking (``a, b = proxy``), where the number of elements is known
+    from the bytecode and one ``getitem`` is recorded per element.
+
+    There are two main ways around this:
+    1. Factor out the untraceable logic into a top-level function and
+    use ``fx.wrap`` on it.
+    2. If the control flow is static (i.e. the loop trip count is
+    based on some hyperparameter), the code can be kept in its original
+    position and refactored into something like::
+
+        for i in range(self.some_hyperparameter):
+            indexed_item = proxied_value[i]
+    """
+
+    @compatibility(is_backward_compatible=True)
+    def __init__(self, node: Node, tracer: 'Optional[TracerBase]' = None):
+        if tracer is None:
+            # This allows you to create a Proxy object around a raw Node
+            tracer = GraphAppendingTracer(node.graph)
+        self.tracer = tracer
+        self.node = node
+
+    def __repr__(self) -> str:
+        return f'Proxy({self.node.name})'
+
+    def __getattr__(self, k) -> 'Attribute':
+        # note: not added to the graph yet, if this is a method call
+        # we peephole optimize to the method invocation
+        return Attribute(self, k)
+
+    def __call__(self, *args, **kwargs) -> 'Proxy':
+        return self.tracer.create_proxy('call_method', '__call__', (self,) + args, kwargs)
+
+    def __iter__(self) -> Iterable['Proxy']:
+        calling_frame = sys._getframe(1)
+        idx, insts = _current_instruction(calling_frame)
+        if idx >= 0:
+            inst = insts[idx]
+            if inst.opname == 'UNPACK_SEQUENCE':
+                return (self[i] for i in range(inst.argval))  # type: ignore[index]
+        return self.tracer.iter(self)
+
+    def __bool__(self) -> bool:
+        if self.tracer.trace_asserts:
+            # Recognise ``assert <proxy>``: a conditional jump-if-true whose
+            # fall-through loads AssertionError and whose jump target directly
+            # follows a RAISE_VARARGS.
+            calling_frame = sys._getframe(1)
+            cur, insts = _current_instruction(calling_frame)
+            if cur >= 0:
+                inst = insts[cur]
+                if inst.opname in ('POP_JUMP_IF_TRUE', 'POP_JUMP_FORWARD_IF_TRUE') and cur + 1 < len(insts):
+                    first = insts[cur + 1]
+                    target = inst.argval
+                    tgt_idx = None
+                    for j in range(cur + 1, len(insts)):
+                        if insts[j].offset == target:
+                            tgt_idx = j
+                            break
+                    if tgt_idx is not None and tgt_idx > 0:
+                        last = insts[tgt_idx - 1]
+                        starts_with_assert = (first.opname == 'LOAD_GLOBAL' and first.argval == 'AssertionError'
+                                              or first.opname == 'LOAD_ASSERTION_ERROR')
+                        if starts_with_assert and last.opname == 'RAISE_VARARGS':
+                            self.tracer.create_proxy('call_function', assert_fn, (self,), {})
+                            return True
+
+        return self.tracer.to_bool(self)
+
+    @compatibility(is_backward_compatible=True)
+    def keys(self):
+        return self.tracer.keys(self)
+
+    def __len__(self):
+        raise RuntimeError("'len' is not supported in symbolic tracing by default. If you want "
+                           "this call to be recorded, please call torch.fx.wrap('len') at "
+                           "module scope")
+
+    @classmethod
+    def __torch_function__(cls, orig_method, types, args=None, kwargs=None):
+        args = args if args else ()
+        kwargs = kwargs if kwargs else {}
+
+        tracers = _find_tracer(cls, args, kwargs)
+        if len(tracers) > 1:
+            raise RuntimeError(f'Found multiple different tracers {list(tracers.keys())} while '
+                               f'trying to trace operations {orig_method}')
+        tracer = next(iter(tracers.keys()))
+
+        if isinstance(orig_method, torch._C.ScriptMethod):
+            args = (orig_method.owner,) + args
+            return tracer.create_proxy('call_method', orig_method.name, args, kwargs)
+
+        try:
+            entry = _torch_fn_dispatch.get(orig_method)
+        except TypeError:  # unhashable callable
+            entry = None
+            hashable = False
+        else:
+            hashable = True
+        if entry is None:
+            if torch.overrides.is_tensor_method_or_property(orig_method):
+                entry = ('call_method', orig_method.__name__, None)
+            else:
+                entry = ('call_function', orig_method, _target_name_to_str(orig_method.__name__))
+            if hashable:
+                _torch_fn_dispatch[orig_method] = entry
+        kind, target, name = entry
+        if name is None:
+            return tracer.create_proxy(kind, target, args, kwargs)
+        return tracer.create_proxy(kind, target, args, kwargs, name=name)
+
+
+@compatibility(is_backward_compatible=True)
+class Attribute(Proxy):
+    @compatibility(is_backward_compatible=True)
+    def __init__(self, root: Proxy, attr: str):
+        self.root = root
+        self.attr = attr
+        self.tracer = root.tracer
+        self._node: Optional[Node] = None
+
+    @property
+    def node(self):
+        # the node for attributes is added lazily, since most will just be method calls
+        # which do not rely on the getattr call
+        if self._node is None:
+            self._node = self.tracer.create_proxy('call_function', getattr, (self.root, self.attr), {}).node
+        return self._node
+
+    def __call__(self, *args, **kwargs):
+        return self.tracer.create_proxy('call_method', self.attr, (self.root,) + args, kwargs)
+
+
+@compatibility(is_backward_compatible=False)
+class ParameterProxy(Proxy):
+    """
+    A special proxy which lets "shape", "size", "dim", and a few other
+    attribute accesses pass through to the underlying  module parameter object,
+    so that conditional tests on these attributes will not throw exception during tracing
+    """
+    def __init__(self, tracer: TracerBase, node: Node, name, param):
+        super().__init__(node, tracer)
+        assert isinstance(param, torch.nn.Parameter)
+        self.param = param
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f'ParameterProxy({self.name})'
+
+    @property
+    def shape(self):
+        return self.param.shape
+
+    def size(self):
+        return self.param.size()
+
+    def dim(self):
+        return self.param.dim()
+
+    @property
+    def ndim(self):
+        return self.param.ndim
+
+    def numel(self):
+        return self.param.numel()
+
+    def nelement(self):
+        return self.param.nelement()
+
+
+# Exact Proxy classes whose ``.node`` can be taken directly by the fast path.
+# (Subclasses defined by users go through ``create_arg``.)
+_proxy_types = frozenset((Proxy, Attribute, ParameterProxy))
+
+
+def _define_magic(method: str):
+    if hasattr(operator, method):
+        target = getattr(operator, method)
+
+        def impl(*args, **kwargs):
+            return args[0].tracer.create_proxy('call_function', target, args, kwargs)
+    else:  # e.g. 'div': resolved (and failing) at call time, as in torch.fx
+        def impl(*args, **kwargs):
+            return args[0].tracer.create_proxy('call_function', getattr(operator, method), args, kwargs)
+    impl.__name__ = method
+    setattr(Proxy, f'__{method.strip("_")}__', impl)
+
+
+# (``method``, ``orig_method_name`` and ``_scope`` stay module globals, as in torch.fx)
+_scope = _define_magic
+for method in magic_methods:
+    _scope(method)
+
+
+def _define_reflectable(orig_method_name: str):
+    method_name = f'__r{orig_method_name.strip("_")}__'
+    if hasattr(operator, orig_method_name):
+        target = getattr(operator, orig_method_name)
+
+        def impl(self, rhs):
+            return self.tracer.create_proxy('call_function', target, (rhs, self), {})
+    else:
+        def impl(self, rhs):
+            return self.tracer.create_proxy('call_function', getattr(operator, orig_method_name), (rhs, self), {})
+    impl.__name__ = method_name
+    impl.__qualname__ = method_name
+    setattr(Proxy, method_name, impl)
+
+
+for orig_method_name in reflectable_magic_methods:
+    _define_reflectable(orig_method_name)

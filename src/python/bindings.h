@@ -1,0 +1,111 @@
+// fxcpp Python bindings: shared declarations. Binding code only; the logic
+// lives in the core.
+//
+// Note [Python object model]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// * Each core Node has at most one Python wrapper (Node::binding()), created
+//   on first use and then kept alive by the core node (one strong reference)
+//   for the node's lifetime, so identity and user attributes are stable.
+// * A wrapper holds a strong reference to its Python Graph, which owns the
+//   core Graph. The resulting cycle is visible to the GC: GraphBase traverses
+//   the wrappers of its live nodes.
+// * Erasing a node that has a wrapper turns it into a tombstone (see Note
+//   [Erased nodes and tombstones]); the core drops its reference and the
+//   wrapper releases the tombstone when it dies.
+// * Hot fields are C getsets over caches validated by the node's version
+//   counters; reading node.args twice returns the same tuple.
+#pragma once
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "fxcpp/core/codegen.h"
+#include "fxcpp/core/graph.h"
+
+namespace fxcpp::py {
+
+/// Thrown when a Python exception is already set; converted back at the boundary.
+struct PythonError : std::exception {
+  const char* what() const noexcept override { return "Python error"; }
+};
+
+/// Converts the active C++ exception into a Python exception.
+void set_python_error_from_cpp();
+#define FXCPP_TRY try {
+#define FXCPP_CATCH(ret)            \
+  }                                 \
+  catch (...) {                     \
+    ::fxcpp::py::set_python_error_from_cpp(); \
+    return ret;                     \
+  }
+
+struct PyNode {
+  PyObject_HEAD
+  Node* node;          // null once detached (graph destroyed)
+  PyObject* graph;     // owning Python Graph (strong)
+  PyObject* dict;
+  PyObject* meta;
+  PyObject* weakrefs;
+  PyObject* name_cache;
+  PyObject* args_cache;
+  PyObject* kwargs_cache;
+  PyObject* users_cache;
+  uint32_t attrs_version;
+  uint32_t args_version;
+  uint32_t users_version;
+};
+
+struct PyGraph {
+  PyObject_HEAD
+  Graph* graph;
+  GraphObserver* link;
+};
+
+extern PyTypeObject* NodeBaseType;
+extern PyTypeObject* GraphBaseType;
+extern PyTypeObject* NodeListType;
+extern PyTypeObject* NodeIterType;
+/// Python classes registered by the package (subclasses used for instances).
+extern PyObject* g_node_class;
+extern PyObject* g_immutable_list;
+extern PyObject* g_immutable_dict;
+
+/// The ObjectInterface for PyObject*.
+const ObjectInterface* py_iface();
+inline Object borrow_obj(PyObject* o) { return Object::borrow(py_iface(), o); }
+inline PyObject* obj_ptr(const Object& o) { return static_cast<PyObject*>(o.get()); }
+
+/// The wrapper of `n` (new reference), creating it on first use.
+PyObject* wrap_node(Node* n);
+/// The Graph python object owning `g`.
+PyObject* graph_pyobject(Graph* g);
+inline bool is_node(PyObject* o) { return PyObject_TypeCheck(o, NodeBaseType); }
+/// The live core node of a wrapper; sets RuntimeError and returns null if detached.
+Node* node_of(PyObject* o);
+
+/// Python value -> Argument. `canonical` (optional) is cleared when
+/// from_arg(result) would not be equal to the input object structurally.
+Argument to_arg(PyObject* o, bool* canonical = nullptr);
+/// Argument -> Python value (new reference).
+PyObject* from_arg(const Argument& a);
+PyObject* args_to_tuple(const std::vector<Argument>& args);
+PyObject* kwargs_to_dict(const KwArgs& kwargs);
+std::vector<Argument> tuple_to_args(PyObject* tuple, bool* canonical = nullptr);
+KwArgs dict_to_kwargs(PyObject* dict);
+
+/// Invalidates per-object caches of the interface (called on module cleanup).
+void clear_object_caches();
+/// The Python-side repr override for nodes during codegen (null otherwise).
+extern const std::function<std::string(const Node*)>* g_codegen_node_repr;
+
+/// Helper Python callables registered by the package.
+extern PyObject* g_helpers;  // dict name -> callable
+PyObject* helper(const char* name);  // borrowed; sets error if missing
+
+int init_node_type(PyObject* m);
+int init_graph_type(PyObject* m);
+
+}  // namespace fxcpp::py

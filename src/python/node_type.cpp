@@ -1,0 +1,748 @@
+// fxcpp._C.NodeBase: the Python face of a core Node (Note [Python object model]).
+#include "bindings.h"
+
+#include <structmember.h>
+
+namespace fxcpp::py {
+
+PyTypeObject* NodeBaseType = nullptr;
+PyTypeObject* NodeListType = nullptr;
+PyTypeObject* NodeIterType = nullptr;
+PyObject* g_node_class = nullptr;
+
+namespace {
+PyObject* g_op_strings[7] = {};
+
+PyObject* op_string(Op op) {
+  PyObject* s = g_op_strings[static_cast<int>(op)];
+  Py_INCREF(s);
+  return s;
+}
+
+PyNode* as_pynode(PyObject* o) { return reinterpret_cast<PyNode*>(o); }
+
+Node* live_node(PyObject* self) {
+  Node* n = as_pynode(self)->node;
+  if (!n) PyErr_SetString(PyExc_RuntimeError, "this Node belongs to a Graph that has been destroyed");
+  return n;
+}
+}  // namespace
+
+Node* node_of(PyObject* o) {
+  Node* n = as_pynode(o)->node;
+  if (!n) {
+    PyErr_SetString(PyExc_RuntimeError, "this Node belongs to a Graph that has been destroyed");
+    return nullptr;
+  }
+  if (n->erased()) {
+    PyErr_Format(PyExc_RuntimeError,
+                 "Node '%s' was erased from its graph and cannot be used as an argument; "
+                 "use a live node instead", n->name().c_str());
+    return nullptr;
+  }
+  return n;
+}
+
+PyObject* wrap_node(Node* n) {
+  if (void* b = n->binding()) {
+    PyObject* w = static_cast<PyObject*>(b);
+    Py_INCREF(w);
+    return w;
+  }
+  PyObject* g = graph_pyobject(n->graph());
+  if (!g) {
+    PyErr_SetString(PyExc_RuntimeError, "node's graph has no Python object");
+    throw PythonError();
+  }
+  auto* cls = reinterpret_cast<PyTypeObject*>(g_node_class ? g_node_class : reinterpret_cast<PyObject*>(NodeBaseType));
+  PyObject* w = cls->tp_alloc(cls, 0);
+  if (!w) throw PythonError();
+  PyNode* p = as_pynode(w);
+  p->node = n;
+  Py_INCREF(g);
+  p->graph = g;
+  n->set_binding(w);
+  Py_INCREF(w);  // the core node's reference
+  return w;
+}
+
+namespace {
+
+// ------------------------------------------------------------------ lifecycle
+
+int node_traverse(PyObject* self, visitproc visit, void* arg) {
+  PyNode* p = as_pynode(self);
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(p->graph);
+  Py_VISIT(p->dict);
+  Py_VISIT(p->meta);
+  Py_VISIT(p->args_cache);
+  Py_VISIT(p->kwargs_cache);
+  Py_VISIT(p->users_cache);
+  return 0;
+}
+
+int node_clear(PyObject* self) {
+  PyNode* p = as_pynode(self);
+  Py_CLEAR(p->dict);
+  Py_CLEAR(p->meta);
+  Py_CLEAR(p->args_cache);
+  Py_CLEAR(p->kwargs_cache);
+  Py_CLEAR(p->users_cache);
+  Py_CLEAR(p->name_cache);
+  // The graph reference is dropped last: the core node may need the graph.
+  if (p->node && p->node->erased()) {
+    Node* n = p->node;
+    p->node = nullptr;
+    n->set_binding(nullptr);
+    n->graph()->release_tombstone(n);
+  }
+  Py_CLEAR(p->graph);
+  return 0;
+}
+
+void node_dealloc(PyObject* self) {
+  PyTypeObject* tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  PyNode* p = as_pynode(self);
+  if (p->weakrefs) PyObject_ClearWeakRefs(self);
+  if (p->node) {
+    Node* n = p->node;
+    p->node = nullptr;
+    n->set_binding(nullptr);
+    if (n->erased()) n->graph()->release_tombstone(n);
+  }
+  node_clear(self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+PyObject* node_new(PyTypeObject*, PyObject*, PyObject*) {
+  PyErr_SetString(PyExc_TypeError,
+                  "fxcpp Nodes are created by a Graph: use graph.create_node(op, target, args, kwargs) "
+                  "or graph.call_function(...) and friends");
+  return nullptr;
+}
+
+// ------------------------------------------------------------------ getters
+
+PyObject* get_op(PyObject* self, void*) {
+  Node* n = live_node(self);
+  return n ? op_string(n->op()) : nullptr;
+}
+
+PyObject* get_name(PyObject* self, void*) {
+  PyNode* p = as_pynode(self);
+  Node* n = p->node;
+  if (!n) return live_node(self), nullptr;
+  if (p->name_cache && p->attrs_version == n->attrs_version()) {
+    Py_INCREF(p->name_cache);
+    return p->name_cache;
+  }
+  PyObject* s = PyUnicode_FromStringAndSize(n->name().data(), static_cast<Py_ssize_t>(n->name().size()));
+  if (!s) return nullptr;
+  Py_XSETREF(p->name_cache, s);
+  p->attrs_version = n->attrs_version();
+  Py_INCREF(s);
+  return s;
+}
+
+int set_name(PyObject* self, PyObject* v, void*) {
+  Node* n = live_node(self);
+  if (!n) return -1;
+  if (!v || !PyUnicode_Check(v)) {
+    PyErr_SetString(PyExc_TypeError, "Node.name must be a str");
+    return -1;
+  }
+  n->set_name(PyUnicode_AsUTF8(v));
+  n->touch_attrs();
+  return 0;
+}
+
+PyObject* get_target(PyObject* self, void*) {
+  Node* n = live_node(self);
+  if (!n) return nullptr;
+  const Target& t = n->target();
+  if (t.fn) {
+    PyObject* o = obj_ptr(t.fn);
+    Py_INCREF(o);
+    return o;
+  }
+  return PyUnicode_FromStringAndSize(t.str.data(), static_cast<Py_ssize_t>(t.str.size()));
+}
+
+int set_target(PyObject* self, PyObject* v, void*) {
+  Node* n = live_node(self);
+  if (!n) return -1;
+  if (!v) {
+    PyErr_SetString(PyExc_AttributeError, "cannot delete Node.target");
+    return -1;
+  }
+  if (PyUnicode_Check(v)) n->set_target(Target(std::string(PyUnicode_AsUTF8(v))));
+  else n->set_target(Target(borrow_obj(v)));
+  return 0;
+}
+
+PyObject* get_args(PyObject* self, void*) {
+  PyNode* p = as_pynode(self);
+  Node* n = p->node;
+  if (!n) return live_node(self), nullptr;
+  if (p->args_cache && p->args_version == n->args_version()) {
+    Py_INCREF(p->args_cache);
+    return p->args_cache;
+  }
+  FXCPP_TRY
+  PyObject* t = args_to_tuple(n->args());
+  Py_XSETREF(p->args_cache, t);
+  Py_CLEAR(p->kwargs_cache);
+  p->args_version = n->args_version();
+  Py_INCREF(t);
+  return t;
+  FXCPP_CATCH(nullptr)
+}
+
+PyObject* get_kwargs(PyObject* self, void*) {
+  PyNode* p = as_pynode(self);
+  Node* n = p->node;
+  if (!n) return live_node(self), nullptr;
+  if (p->kwargs_cache && p->args_version == n->args_version()) {
+    Py_INCREF(p->kwargs_cache);
+    return p->kwargs_cache;
+  }
+  FXCPP_TRY
+  if (p->args_version != n->args_version()) Py_CLEAR(p->args_cache);
+  PyObject* d = kwargs_to_dict(n->kwargs());
+  Py_XSETREF(p->kwargs_cache, d);
+  p->args_version = n->args_version();
+  Py_INCREF(d);
+  return d;
+  FXCPP_CATCH(nullptr)
+}
+
+int set_args(PyObject* self, PyObject* v, void*) {
+  PyNode* p = as_pynode(self);
+  Node* n = live_node(self);
+  if (!n) return -1;
+  if (!v) {
+    PyErr_SetString(PyExc_AttributeError, "cannot delete Node.args");
+    return -1;
+  }
+  FXCPP_TRY
+  bool canonical = PyTuple_CheckExact(v);
+  std::vector<Argument> a;
+  if (PyTuple_Check(v)) {
+    a = tuple_to_args(v, &canonical);
+  } else {
+    // torch.fx maps whatever it is given; a list becomes a tuple of its items.
+    PyObject* t = PySequence_Tuple(v);
+    if (!t) return -1;
+    a = tuple_to_args(t, nullptr);
+    Py_DECREF(t);
+    canonical = false;
+  }
+  n->set_args(std::move(a));
+  Py_CLEAR(p->kwargs_cache);
+  if (canonical) {
+    Py_INCREF(v);
+    Py_XSETREF(p->args_cache, v);
+    p->args_version = n->args_version();
+  }
+  return 0;
+  FXCPP_CATCH(-1)
+}
+
+int set_kwargs(PyObject* self, PyObject* v, void*) {
+  Node* n = live_node(self);
+  if (!n) return -1;
+  if (!v || !PyDict_Check(v)) {
+    PyErr_SetString(PyExc_TypeError, "Node.kwargs must be a dict");
+    return -1;
+  }
+  FXCPP_TRY
+  n->set_kwargs(dict_to_kwargs(v));
+  return 0;
+  FXCPP_CATCH(-1)
+}
+
+PyObject* get_users(PyObject* self, void*) {
+  PyNode* p = as_pynode(self);
+  Node* n = p->node;
+  if (!n) return live_node(self), nullptr;
+  if (p->users_cache && p->users_version == n->users_version()) {
+    Py_INCREF(p->users_cache);
+    return p->users_cache;
+  }
+  FXCPP_TRY
+  PyObject* d = PyDict_New();
+  if (!d) return nullptr;
+  for (Node* u : n->users()) {
+    PyObject* w = wrap_node(u);
+    int rc = PyDict_SetItem(d, w, Py_None);
+    Py_DECREF(w);
+    if (rc < 0) {
+      Py_DECREF(d);
+      return nullptr;
+    }
+  }
+  Py_XSETREF(p->users_cache, d);
+  p->users_version = n->users_version();
+  Py_INCREF(d);
+  return d;
+  FXCPP_CATCH(nullptr)
+}
+
+PyObject* get_input_nodes_dict(PyObject* self, void*) {
+  Node* n = live_node(self);
+  if (!n) return nullptr;
+  FXCPP_TRY
+  PyObject* d = PyDict_New();
+  if (!d) return nullptr;
+  for (Node* i : n->all_input_nodes()) {
+    PyObject* w = wrap_node(i);
+    PyDict_SetItem(d, w, Py_None);
+    Py_DECREF(w);
+  }
+  return d;
+  FXCPP_CATCH(nullptr)
+}
+
+PyObject* get_all_input_nodes(PyObject* self, void*) {
+  Node* n = live_node(self);
+  if (!n) return nullptr;
+  FXCPP_TRY
+  auto ins = n->all_input_nodes();
+  PyObject* l = PyList_New(static_cast<Py_ssize_t>(ins.size()));
+  if (!l) return nullptr;
+  for (size_t i = 0; i < ins.size(); ++i) PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), wrap_node(ins[i]));
+  return l;
+  FXCPP_CATCH(nullptr)
+}
+
+PyObject* get_next(PyObject* self, void*) {
+  Node* n = live_node(self);
+  if (!n) return nullptr;
+  FXCPP_TRY
+  return wrap_node(n->next());
+  FXCPP_CATCH(nullptr)
+}
+
+PyObject* get_prev(PyObject* self, void*) {
+  Node* n = live_node(self);
+  if (!n) return nullptr;
+  FXCPP_TRY
+  return wrap_node(n->prev());
+  FXCPP_CATCH(nullptr)
+}
+
+PyObject* get_graph(PyObject* self, void*) {
+  PyObject* g = as_pynode(self)->graph;
+  if (!g) g = Py_None;
+  Py_INCREF(g);
+  return g;
+}
+
+PyObject* get_meta(PyObject* self, void*) {
+  PyNode* p = as_pynode(self);
+  if (!p->meta) {
+    p->meta = PyDict_New();
+    if (!p->meta) return nullptr;
+  }
+  Py_INCREF(p->meta);
+  return p->meta;
+}
+
+int set_meta(PyObject* self, PyObject* v, void*) {
+  PyNode* p = as_pynode(self);
+  Py_XINCREF(v);
+  Py_XSETREF(p->meta, v);
+  return 0;
+}
+
+PyObject* get_type(PyObject* self, void*) {
+  Node* n = live_node(self);
+  if (!n) return nullptr;
+  PyObject* o = n->type() ? obj_ptr(n->type()) : Py_None;
+  Py_INCREF(o);
+  return o;
+}
+
+int set_type(PyObject* self, PyObject* v, void*) {
+  Node* n = live_node(self);
+  if (!n) return -1;
+  n->set_type(!v || v == Py_None ? Object() : borrow_obj(v));
+  n->touch_attrs();
+  return 0;
+}
+
+PyObject* get_erased(PyObject* self, void*) {
+  Node* n = as_pynode(self)->node;
+  return PyBool_FromLong(!n || n->erased());
+}
+
+PyGetSetDef node_getset[] = {
+    {"op", get_op, nullptr, "opcode", nullptr},
+    {"name", get_name, set_name, "unique value name", nullptr},
+    {"target", get_target, set_target, "call target", nullptr},
+    {"args", get_args, set_args, "positional arguments (assigning rewires users)", nullptr},
+    {"kwargs", get_kwargs, set_kwargs, "keyword arguments (assigning rewires users)", nullptr},
+    {"_args", get_args, nullptr, nullptr, nullptr},
+    {"_kwargs", get_kwargs, nullptr, nullptr, nullptr},
+    {"users", get_users, nullptr, "dict of users, in torch.fx order", nullptr},
+    {"_input_nodes", get_input_nodes_dict, nullptr, nullptr, nullptr},
+    {"all_input_nodes", get_all_input_nodes, nullptr, "unique input nodes", nullptr},
+    {"next", get_next, nullptr, "next node (the graph root at the end)", nullptr},
+    {"prev", get_prev, nullptr, "previous node (the graph root at the start)", nullptr},
+    {"_next", get_next, nullptr, nullptr, nullptr},
+    {"_prev", get_prev, nullptr, nullptr, nullptr},
+    {"graph", get_graph, nullptr, "owning Graph", nullptr},
+    {"meta", get_meta, set_meta, "metadata dict", nullptr},
+    {"type", get_type, set_type, "type annotation", nullptr},
+    {"_erased", get_erased, nullptr, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyMemberDef node_members[] = {
+    {"__dictoffset__", T_PYSSIZET, offsetof(PyNode, dict), READONLY, nullptr},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(PyNode, weakrefs), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr}};
+
+// ------------------------------------------------------------------ methods
+
+PyObject* node_repr(PyObject* self) {
+  Node* n = live_node(self);
+  if (!n) return nullptr;
+  if (g_codegen_node_repr) {
+    FXCPP_TRY
+    std::string s = (*g_codegen_node_repr)(n);
+    return PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+    FXCPP_CATCH(nullptr)
+  }
+  return get_name(self, nullptr);
+}
+
+bool same_graph_or_fail(Node* a, PyObject* xo, Node** out) {
+  if (!is_node(xo)) {
+    PyErr_SetString(PyExc_TypeError, "expected a Node");
+    return false;
+  }
+  Node* x = live_node(xo);
+  if (!x) return false;
+  if (a->graph() != x->graph()) {
+    PyErr_SetString(PyExc_AssertionError, "Attempting to move a Node into a different Graph");
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+PyObject* node_prepend(PyObject* self, PyObject* xo) {
+  Node* n = live_node(self);
+  Node* x;
+  if (!n || !same_graph_or_fail(n, xo, &x)) return nullptr;
+  if (n == x) {
+    if (PyErr_WarnEx(PyExc_UserWarning,
+                     "Trying to prepend a node to itself. This behavior has no effect on the graph.", 1) < 0)
+      return nullptr;
+    Py_RETURN_NONE;
+  }
+  FXCPP_TRY
+  n->prepend(x);
+  Py_RETURN_NONE;
+  FXCPP_CATCH(nullptr)
+}
+
+PyObject* node_append(PyObject* self, PyObject* xo) {
+  Node* n = live_node(self);
+  Node* x;
+  if (!n || !same_graph_or_fail(n, xo, &x)) return nullptr;
+  FXCPP_TRY
+  Node* nx = n->next();
+  if (nx == x) {
+    if (PyErr_WarnEx(PyExc_UserWarning,
+                     "Trying to prepend a node to itself. This behavior has no effect on the graph.", 1) < 0)
+      return nullptr;
+    Py_RETURN_NONE;
+  }
+  n->append(x);
+  Py_RETURN_NONE;
+  FXCPP_CATCH(nullptr)
+}
+
+PyObject* node_replace_all_uses_with(PyObject* self, PyObject* args, PyObject* kw) {
+  static const char* kwlist[] = {"replace_with", "delete_user_cb", nullptr};
+  PyObject* with = nullptr;
+  PyObject* cb = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:replace_all_uses_with", const_cast<char**>(kwlist), &with, &cb))
+    return nullptr;
+  Node* n = live_node(self);
+  if (!n) return nullptr;
+  FXCPP_TRY
+  Argument w = to_arg(with);
+  std::function<bool(Node*)> filter;
+  if (cb && cb != Py_None) {
+    filter = [cb](Node* u) {
+      PyObject* wu = wrap_node(u);
+      PyObject* r = PyObject_CallOneArg(cb, wu);
+      Py_DECREF(wu);
+      if (!r) throw PythonError();
+      int t = PyObject_IsTrue(r);
+      Py_DECREF(r);
+      if (t < 0) throw PythonError();
+      return t == 1;
+    };
+  }
+  std::vector<Node*> changed = n->replace_all_uses_with(w, filter);
+  PyObject* l = PyList_New(static_cast<Py_ssize_t>(changed.size()));
+  if (!l) return nullptr;
+  for (size_t i = 0; i < changed.size(); ++i) PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), wrap_node(changed[i]));
+  return l;
+  FXCPP_CATCH(nullptr)
+}
+
+PyObject* node_replace_input_with(PyObject* self, PyObject* args) {
+  PyObject *old_in, *new_in;
+  if (!PyArg_ParseTuple(args, "OO:replace_input_with", &old_in, &new_in)) return nullptr;
+  Node* n = live_node(self);
+  if (!n) return nullptr;
+  if (!is_node(old_in)) {
+    // torch.fx compares with ==; a non-Node never matches.
+    Py_RETURN_NONE;
+  }
+  FXCPP_TRY
+  Node* o = as_pynode(old_in)->node;
+  if (!o) Py_RETURN_NONE;
+  n->replace_input_with(o, to_arg(new_in));
+  Py_RETURN_NONE;
+  FXCPP_CATCH(nullptr)
+}
+
+PyObject* node_update_arg(PyObject* self, PyObject* args) {
+  Py_ssize_t idx;
+  PyObject* v;
+  if (!PyArg_ParseTuple(args, "nO:update_arg", &idx, &v)) return nullptr;
+  Node* n = live_node(self);
+  if (!n) return nullptr;
+  FXCPP_TRY
+  Py_ssize_t size = static_cast<Py_ssize_t>(n->args().size());
+  if (idx < 0) idx += size;
+  if (idx < 0 || idx >= size) {
+    PyErr_SetString(PyExc_IndexError, "list assignment index out of range");
+    return nullptr;
+  }
+  n->update_arg(static_cast<size_t>(idx), to_arg(v));
+  Py_RETURN_NONE;
+  FXCPP_CATCH(nullptr)
+}
+
+PyObject* node_update_kwarg(PyObject* self, PyObject* args) {
+  const char* key;
+  PyObject* v;
+  if (!PyArg_ParseTuple(args, "sO:update_kwarg", &key, &v)) return nullptr;
+  Node* n = live_node(self);
+  if (!n) return nullptr;
+  FXCPP_TRY
+  n->update_kwarg(key, to_arg(v));
+  Py_RETURN_NONE;
+  FXCPP_CATCH(nullptr)
+}
+
+PyObject* node_format_node(PyObject* self, PyObject* args, PyObject* kw) {
+  static const char* kwlist[] = {"placeholder_names", "maybe_return_typename", nullptr};
+  PyObject* ph = Py_None;
+  PyObject* rt = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO:format_node", const_cast<char**>(kwlist), &ph, &rt)) return nullptr;
+  Node* n = live_node(self);
+  if (!n) return nullptr;
+  FXCPP_TRY
+  std::vector<std::string> names;
+  bool use_names = ph != Py_None && PyList_Check(ph) && PyList_GET_SIZE(ph) > 0;
+  if (use_names) names.push_back("");  // non-empty marker: torch.fx tests list truthiness
+  std::string ret;
+  bool use_ret = rt != Py_None && PyList_Check(rt) && PyList_GET_SIZE(rt) > 0;
+  auto s = n->format_node(use_names ? &names : nullptr, use_ret ? &ret : nullptr);
+  if (use_names && names.size() > 1) {
+    PyObject* v = PyUnicode_FromString(names.back().c_str());
+    PyList_Append(ph, v);
+    Py_DECREF(v);
+  }
+  if (use_ret && !ret.empty()) {
+    PyObject* v = PyUnicode_FromString(ret.c_str());
+    PyList_SetItem(rt, 0, v);
+  }
+  if (!s) Py_RETURN_NONE;
+  return PyUnicode_FromStringAndSize(s->data(), static_cast<Py_ssize_t>(s->size()));
+  FXCPP_CATCH(nullptr)
+}
+
+PyMethodDef node_methods[] = {
+    {"prepend", node_prepend, METH_O, "Insert x before this node (moving it)."},
+    {"append", node_append, METH_O, "Insert x after this node (moving it)."},
+    {"replace_all_uses_with", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(node_replace_all_uses_with)),
+     METH_VARARGS | METH_KEYWORDS, "Replace all uses of this node; returns the changed users."},
+    {"replace_input_with", node_replace_input_with, METH_VARARGS, "Replace old_input by new_input in args/kwargs."},
+    {"update_arg", node_update_arg, METH_VARARGS, "args[idx] = arg"},
+    {"update_kwarg", node_update_kwarg, METH_VARARGS, "kwargs[key] = arg"},
+    {"format_node", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(node_format_node)),
+     METH_VARARGS | METH_KEYWORDS, "One line of str(graph)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyType_Slot node_slots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(node_dealloc)},
+    {Py_tp_traverse, reinterpret_cast<void*>(node_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(node_clear)},
+    {Py_tp_new, reinterpret_cast<void*>(node_new)},
+    {Py_tp_repr, reinterpret_cast<void*>(node_repr)},
+    {Py_tp_getset, node_getset},
+    {Py_tp_members, node_members},
+    {Py_tp_methods, node_methods},
+    {Py_tp_doc, const_cast<char*>("Base of fxcpp.node.Node: a node of an fxcpp Graph.")},
+    {0, nullptr}};
+
+PyType_Spec node_spec = {"fxcpp._C.NodeBase", sizeof(PyNode), 0,
+                         Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, node_slots};
+
+// ------------------------------------------------------------------ node list
+
+struct PyNodeList {
+  PyObject_HEAD
+  PyObject* graph;
+  int reverse;
+};
+struct PyNodeIter {
+  PyObject_HEAD
+  PyObject* graph;
+  PyObject* cur;  // current node wrapper (null before the first step)
+  int reverse;
+  int done;
+};
+
+Graph* core_graph(PyObject* g) { return reinterpret_cast<PyGraph*>(g)->graph; }
+
+int nl_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(reinterpret_cast<PyNodeList*>(self)->graph);
+  return 0;
+}
+int nl_clear(PyObject* self) {
+  Py_CLEAR(reinterpret_cast<PyNodeList*>(self)->graph);
+  return 0;
+}
+void nl_dealloc(PyObject* self) {
+  PyTypeObject* tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  nl_clear(self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+Py_ssize_t nl_len(PyObject* self) { return static_cast<Py_ssize_t>(core_graph(reinterpret_cast<PyNodeList*>(self)->graph)->size()); }
+
+PyObject* make_iter(PyObject* graph, int reverse) {
+  auto* it = reinterpret_cast<PyNodeIter*>(NodeIterType->tp_alloc(NodeIterType, 0));
+  if (!it) return nullptr;
+  Py_INCREF(graph);
+  it->graph = graph;
+  it->reverse = reverse;
+  return reinterpret_cast<PyObject*>(it);
+}
+
+PyObject* nl_iter(PyObject* self) {
+  auto* l = reinterpret_cast<PyNodeList*>(self);
+  return make_iter(l->graph, l->reverse);
+}
+
+PyObject* make_node_list(PyObject* graph, int reverse);
+
+PyObject* nl_reversed(PyObject* self, PyObject*) {
+  auto* l = reinterpret_cast<PyNodeList*>(self);
+  return make_node_list(l->graph, !l->reverse);
+}
+
+PyMethodDef nl_methods[] = {{"__reversed__", nl_reversed, METH_NOARGS, nullptr}, {nullptr, nullptr, 0, nullptr}};
+
+PyType_Slot nl_slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(nl_dealloc)},
+                          {Py_tp_traverse, reinterpret_cast<void*>(nl_traverse)},
+                          {Py_tp_clear, reinterpret_cast<void*>(nl_clear)},
+                          {Py_tp_iter, reinterpret_cast<void*>(nl_iter)},
+                          {Py_sq_length, reinterpret_cast<void*>(nl_len)},
+                          {Py_tp_methods, nl_methods},
+                          {0, nullptr}};
+PyType_Spec nl_spec = {"fxcpp._C._node_list", sizeof(PyNodeList), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, nl_slots};
+
+int it_traverse(PyObject* self, visitproc visit, void* arg) {
+  auto* it = reinterpret_cast<PyNodeIter*>(self);
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(it->graph);
+  Py_VISIT(it->cur);
+  return 0;
+}
+int it_clear(PyObject* self) {
+  auto* it = reinterpret_cast<PyNodeIter*>(self);
+  Py_CLEAR(it->cur);
+  Py_CLEAR(it->graph);
+  return 0;
+}
+void it_dealloc(PyObject* self) {
+  PyTypeObject* tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  it_clear(self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+PyObject* it_next(PyObject* self) {
+  auto* it = reinterpret_cast<PyNodeIter*>(self);
+  if (it->done || !it->graph) return nullptr;
+  Graph* g = core_graph(it->graph);
+  Node* cur = it->cur ? as_pynode(it->cur)->node : g->root();
+  if (!cur) {
+    it->done = 1;
+    return nullptr;
+  }
+  // From a tombstone the raw links are still valid (Note [Erased nodes and tombstones]).
+  Node* nx = it->reverse ? cur->prev() : cur->next();
+  if (nx == g->root()) {
+    it->done = 1;
+    Py_CLEAR(it->cur);
+    return nullptr;
+  }
+  FXCPP_TRY
+  PyObject* w = wrap_node(nx);
+  Py_XSETREF(it->cur, w);
+  Py_INCREF(w);
+  return w;
+  FXCPP_CATCH(nullptr)
+}
+PyType_Slot it_slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(it_dealloc)},
+                          {Py_tp_traverse, reinterpret_cast<void*>(it_traverse)},
+                          {Py_tp_clear, reinterpret_cast<void*>(it_clear)},
+                          {Py_tp_iter, reinterpret_cast<void*>(PyObject_SelfIter)},
+                          {Py_tp_iternext, reinterpret_cast<void*>(it_next)},
+                          {0, nullptr}};
+PyType_Spec it_spec = {"fxcpp._C._node_iter", sizeof(PyNodeIter), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, it_slots};
+
+PyObject* make_node_list(PyObject* graph, int reverse) {
+  auto* l = reinterpret_cast<PyNodeList*>(NodeListType->tp_alloc(NodeListType, 0));
+  if (!l) return nullptr;
+  Py_INCREF(graph);
+  l->graph = graph;
+  l->reverse = reverse;
+  return reinterpret_cast<PyObject*>(l);
+}
+
+}  // namespace
+
+PyObject* node_list_of(PyObject* graph) { return make_node_list(graph, 0); }
+
+int init_node_type(PyObject* m) {
+  for (int i = 0; i < 7; ++i) {
+    g_op_strings[i] = PyUnicode_InternFromString(op_name(static_cast<Op>(i)));
+    if (!g_op_strings[i]) return -1;
+  }
+  NodeBaseType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&node_spec));
+  NodeListType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&nl_spec));
+  NodeIterType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&it_spec));
+  if (!NodeBaseType || !NodeListType || !NodeIterType) return -1;
+  if (PyModule_AddObjectRef(m, "NodeBase", reinterpret_cast<PyObject*>(NodeBaseType)) < 0) return -1;
+  if (PyModule_AddObjectRef(m, "_node_list", reinterpret_cast<PyObject*>(NodeListType)) < 0) return -1;
+  return 0;
+}
+
+}  // namespace fxcpp::py

@@ -1,0 +1,434 @@
+// ObjectInterface for Python objects, and Python <-> Argument conversion.
+#include <unordered_map>
+
+#include "bindings.h"
+#include "fxcpp/passes/lint.h"
+
+namespace fxcpp::py {
+
+PyObject* g_helpers = nullptr;
+PyObject* g_immutable_list = nullptr;
+PyObject* g_immutable_dict = nullptr;
+const std::function<std::string(const Node*)>* g_codegen_node_repr = nullptr;
+
+PyObject* helper(const char* name) {
+  PyObject* h = g_helpers ? PyDict_GetItemString(g_helpers, name) : nullptr;
+  if (!h) PyErr_Format(PyExc_RuntimeError, "fxcpp internal helper '%s' is not registered", name);
+  return h;
+}
+
+void set_python_error_from_cpp() {
+  try {
+    throw;
+  } catch (const PythonError&) {
+    // already set
+  } catch (const LintError& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (const std::out_of_range& e) {
+    PyErr_SetString(PyExc_IndexError, e.what());
+  } catch (const std::invalid_argument& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const std::runtime_error& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+}
+
+namespace {
+
+std::string to_std(PyObject* s) {
+  if (!s) throw PythonError();
+  Py_ssize_t n;
+  const char* c = PyUnicode_AsUTF8AndSize(s, &n);
+  if (!c) {
+    Py_DECREF(s);
+    throw PythonError();
+  }
+  std::string r(c, static_cast<size_t>(n));
+  Py_DECREF(s);
+  return r;
+}
+
+// Per-callable facts computed once by the Python helper `_target_info`.
+struct TargetInfo {
+  std::string name, qualified_name, pretty, operator_name, qualified_reference;
+  bool impure = false;
+  bool has_name = true;
+};
+
+class PyInterface final : public ObjectInterface {
+ public:
+  void retain(void* p) const override { Py_INCREF(static_cast<PyObject*>(p)); }
+  void release(void* p) const override { Py_DECREF(static_cast<PyObject*>(p)); }
+  std::string repr(void* p) const override { return to_std(PyObject_Repr(static_cast<PyObject*>(p))); }
+  std::string str(void* p) const override { return to_std(PyObject_Str(static_cast<PyObject*>(p))); }
+  bool equals(void* a, void* b) const override {
+    int r = PyObject_RichCompareBool(static_cast<PyObject*>(a), static_cast<PyObject*>(b), Py_EQ);
+    if (r < 0) {
+      PyErr_Clear();
+      return false;
+    }
+    return r == 1;
+  }
+  std::string name(void* p) const override {
+    const TargetInfo& ti = info(p);
+    if (!ti.has_name) {
+      // Re-raise Python's own AttributeError.
+      PyObject* n = PyObject_GetAttrString(static_cast<PyObject*>(p), "__name__");
+      if (!n) throw PythonError();
+      return to_std(PyObject_Str(n));
+    }
+    return ti.name;
+  }
+  std::string qualified_name(void* p) const override { return info(p).qualified_name; }
+  std::string pretty_target(void* p) const override { return info(p).pretty; }
+  std::string operator_name(void* p) const override { return info(p).operator_name; }
+  std::string qualified_reference(void* p) const override { return info(p).qualified_reference; }
+  bool is_impure_target(void* p) const override { return info(p).impure; }
+  bool is_builtin(void* p, const std::string& name) const override {
+    PyObject* b = PyEval_GetBuiltins();  // borrowed
+    PyObject* v = b ? PyDict_GetItemString(b, name.c_str()) : nullptr;
+    return v == static_cast<PyObject*>(p);
+  }
+  std::string type_repr(void* p) const override {
+    PyObject* h = helper("_type_repr");
+    if (!h) throw PythonError();
+    return to_std(PyObject_CallOneArg(h, static_cast<PyObject*>(p)));
+  }
+  std::vector<std::string> tuple_fields(void* p) const override {
+    std::vector<std::string> out;
+    PyObject* f = PyObject_GetAttrString(static_cast<PyObject*>(p), "_fields");
+    if (!f) {
+      PyErr_Clear();
+      return out;
+    }
+    PyObject* seq = PySequence_Fast(f, "_fields");
+    Py_DECREF(f);
+    if (!seq) {
+      PyErr_Clear();
+      return out;
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+      PyObject* s = PySequence_Fast_GET_ITEM(seq, i);
+      Py_INCREF(s);
+      out.push_back(to_std(PyObject_Str(s)));
+      Py_DECREF(s);
+    }
+    Py_DECREF(seq);
+    return out;
+  }
+  std::string annotation(void* p, const AddGlobalFn& add_global) const override {
+    // torch.fx CodeGen type_repr: generics register their origin and recurse.
+    PyObject* o = static_cast<PyObject*>(p);
+    if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 0) return "()";
+    PyObject* origin = PyObject_GetAttrString(o, "__origin__");
+    if (!origin) {
+      PyErr_Clear();
+      return add_global(type_repr(p), Object::borrow(this, p));
+    }
+    PyObject* mapper = helper("_origin_type");
+    if (!mapper) {
+      Py_DECREF(origin);
+      throw PythonError();
+    }
+    PyObject* ot = PyObject_CallOneArg(mapper, origin);
+    Py_DECREF(origin);
+    if (!ot) throw PythonError();
+    Object otype = Object::steal(this, ot);
+    std::string origin_name = add_global(type_repr(ot), otype);
+    PyObject* args = PyObject_GetAttrString(o, "__args__");
+    if (!args) {
+      PyErr_Clear();
+      return origin_name;
+    }
+    PyObject* seq = PySequence_Fast(args, "__args__");
+    Py_DECREF(args);
+    if (!seq) throw PythonError();
+    std::vector<std::string> parts;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i)
+      parts.push_back(annotation(PySequence_Fast_GET_ITEM(seq, i), add_global));
+    Py_DECREF(seq);
+    if (parts.empty()) return origin_name;
+    std::string r = origin_name + "[";
+    for (size_t i = 0; i < parts.size(); ++i) r += (i ? "," : "") + parts[i];
+    return r + "]";
+  }
+
+  const TargetInfo& info(void* p) const {
+    auto it = cache_.find(p);
+    if (it != cache_.end()) return it->second.second;
+    PyObject* h = helper("_target_info");
+    if (!h) throw PythonError();
+    PyObject* t = PyObject_CallOneArg(h, static_cast<PyObject*>(p));
+    if (!t) throw PythonError();
+    TargetInfo ti;
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 6) {
+      Py_DECREF(t);
+      PyErr_SetString(PyExc_RuntimeError, "_target_info must return a 6-tuple");
+      throw PythonError();
+    }
+    auto s = [&](int i) {
+      PyObject* v = PyTuple_GET_ITEM(t, i);
+      Py_INCREF(v);
+      return to_std(PyObject_Str(v));
+    };
+    ti.has_name = PyTuple_GET_ITEM(t, 0) != Py_None;
+    ti.name = ti.has_name ? s(0) : std::string();
+    ti.qualified_name = s(1);
+    ti.pretty = s(2);
+    ti.operator_name = s(3);
+    ti.qualified_reference = s(4);
+    ti.impure = PyObject_IsTrue(PyTuple_GET_ITEM(t, 5)) == 1;
+    Py_DECREF(t);
+    if (cache_.size() > 8192) clear();
+    Py_INCREF(static_cast<PyObject*>(p));  // keep the key alive while cached
+    return cache_.emplace(p, std::make_pair(static_cast<PyObject*>(p), std::move(ti))).first->second.second;
+  }
+  void clear() const {
+    auto old = std::move(cache_);
+    cache_.clear();
+    for (auto& kv : old) Py_DECREF(kv.second.first);
+  }
+
+ private:
+  mutable std::unordered_map<void*, std::pair<PyObject*, TargetInfo>> cache_;
+};
+
+PyInterface g_iface;
+
+}  // namespace
+
+const ObjectInterface* py_iface() { return &g_iface; }
+void clear_object_caches() { g_iface.clear(); }
+
+// ------------------------------------------------------------ conversions
+
+Argument to_arg(PyObject* o, bool* canonical) {
+  if (o == Py_None) return Argument();
+  PyTypeObject* t = Py_TYPE(o);
+  if (t == &PyBool_Type) return Argument::boolean(o == Py_True);
+  if (t == &PyLong_Type) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow == 0 && !(v == -1 && PyErr_Occurred())) return Argument::integer(v);
+    PyErr_Clear();
+    return Argument::foreign(borrow_obj(o));
+  }
+  if (t == &PyFloat_Type) return Argument::real(PyFloat_AS_DOUBLE(o));
+  if (t == &PyUnicode_Type) {
+    Py_ssize_t n;
+    const char* c = PyUnicode_AsUTF8AndSize(o, &n);
+    if (!c) {
+      // Unencodable (lone surrogates): keep the object itself.
+      PyErr_Clear();
+      return Argument::foreign(borrow_obj(o));
+    }
+    return Argument::string(std::string(c, static_cast<size_t>(n)));
+  }
+  if (is_node(o)) {
+    Node* n = node_of(o);
+    if (!n) throw PythonError();
+    return Argument::node(n);
+  }
+  if (PyTuple_Check(o)) {
+    Py_ssize_t n = PyTuple_GET_SIZE(o);
+    std::vector<Argument> items;
+    items.reserve(static_cast<size_t>(n));
+    for (Py_ssize_t i = 0; i < n; ++i) items.push_back(to_arg(PyTuple_GET_ITEM(o, i), canonical));
+    if (t != &PyTuple_Type) {
+      if (canonical) *canonical = false;
+      if (PyObject_HasAttrString(reinterpret_cast<PyObject*>(t), "_fields"))
+        return Argument::tuple(std::move(items), borrow_obj(reinterpret_cast<PyObject*>(t)));
+    }
+    return Argument::tuple(std::move(items));
+  }
+  if (PyList_Check(o)) {
+    if (canonical) *canonical = false;
+    Py_ssize_t n = PyList_GET_SIZE(o);
+    std::vector<Argument> items;
+    items.reserve(static_cast<size_t>(n));
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); ++i) items.push_back(to_arg(PyList_GET_ITEM(o, i), nullptr));
+    return Argument::list(std::move(items));
+  }
+  if (PyDict_Check(o)) {
+    if (canonical) *canonical = false;
+    ArgPairs pairs;
+    pairs.reserve(static_cast<size_t>(PyDict_GET_SIZE(o)));
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(o, &pos, &k, &v)) {
+      // Keys are kept as plain values (never mapped), like torch.fx.
+      Argument key = is_node(k) ? Argument::foreign(borrow_obj(k)) : to_arg(k, nullptr);
+      pairs.emplace_back(std::move(key), to_arg(v, nullptr));
+    }
+    return Argument::dict(std::move(pairs));
+  }
+  if (PySlice_Check(o)) {
+    if (canonical) *canonical = false;
+    auto* s = reinterpret_cast<PySliceObject*>(o);
+    return Argument::slice(to_arg(s->start, nullptr), to_arg(s->stop, nullptr), to_arg(s->step, nullptr));
+  }
+  return Argument::foreign(borrow_obj(o));
+}
+
+std::vector<Argument> tuple_to_args(PyObject* tuple, bool* canonical) {
+  Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+  std::vector<Argument> out;
+  out.reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) out.push_back(to_arg(PyTuple_GET_ITEM(tuple, i), canonical));
+  return out;
+}
+
+KwArgs dict_to_kwargs(PyObject* dict) {
+  KwArgs out;
+  out.reserve(static_cast<size_t>(PyDict_GET_SIZE(dict)));
+  Py_ssize_t pos = 0;
+  PyObject *k, *v;
+  while (PyDict_Next(dict, &pos, &k, &v)) {
+    if (!PyUnicode_Check(k)) {
+      PyErr_SetString(PyExc_TypeError, "kwargs keys must be strings");
+      throw PythonError();
+    }
+    const char* c = PyUnicode_AsUTF8(k);
+    if (!c) throw PythonError();
+    out.emplace_back(c, to_arg(v, nullptr));
+  }
+  return out;
+}
+
+namespace {
+PyObject* seq_to_tuple(const std::vector<Argument>& items) {
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(items.size()));
+  if (!t) throw PythonError();
+  for (size_t i = 0; i < items.size(); ++i) {
+    PyObject* v;
+    try {
+      v = from_arg(items[i]);
+    } catch (...) {
+      Py_DECREF(t);
+      throw;
+    }
+    PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), v);
+  }
+  return t;
+}
+
+PyObject* make_immutable_dict() {
+  if (g_immutable_dict) return PyObject_CallNoArgs(g_immutable_dict);
+  return PyDict_New();
+}
+}  // namespace
+
+PyObject* from_arg(const Argument& a) {
+  switch (a.kind()) {
+    case ArgKind::None: Py_RETURN_NONE;
+    case ArgKind::Bool: return PyBool_FromLong(a.as_bool());
+    case ArgKind::Int: return PyLong_FromLongLong(a.as_int());
+    case ArgKind::Double: return PyFloat_FromDouble(a.as_double());
+    case ArgKind::String: {
+      const std::string& s = a.as_string();
+      PyObject* r = PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+      if (!r) throw PythonError();
+      return r;
+    }
+    case ArgKind::NodeRef: return wrap_node(a.as_node());
+    case ArgKind::Tuple: {
+      PyObject* t = seq_to_tuple(a.items());
+      if (a.tuple_type()) {
+        PyObject* r = PyObject_CallObject(obj_ptr(a.tuple_type()), t);
+        Py_DECREF(t);
+        if (!r) throw PythonError();
+        return r;
+      }
+      return t;
+    }
+    case ArgKind::List: {
+      PyObject* l = PyList_New(static_cast<Py_ssize_t>(a.items().size()));
+      if (!l) throw PythonError();
+      for (size_t i = 0; i < a.items().size(); ++i) {
+        PyObject* v;
+        try {
+          v = from_arg(a.items()[i]);
+        } catch (...) {
+          Py_DECREF(l);
+          throw;
+        }
+        PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), v);
+      }
+      if (!g_immutable_list) return l;
+      PyObject* r = PyObject_CallOneArg(g_immutable_list, l);
+      Py_DECREF(l);
+      if (!r) throw PythonError();
+      return r;
+    }
+    case ArgKind::Dict: {
+      PyObject* d = make_immutable_dict();
+      if (!d) throw PythonError();
+      for (auto& kv : a.pairs()) {
+        PyObject* k = nullptr;
+        PyObject* v = nullptr;
+        try {
+          k = from_arg(kv.first);
+          v = from_arg(kv.second);
+        } catch (...) {
+          Py_XDECREF(k);
+          Py_DECREF(d);
+          throw;
+        }
+        int rc = PyDict_SetItem(d, k, v);
+        Py_DECREF(k);
+        Py_DECREF(v);
+        if (rc < 0) {
+          Py_DECREF(d);
+          throw PythonError();
+        }
+      }
+      return d;
+    }
+    case ArgKind::Slice: {
+      PyObject* s = from_arg(a.slice_start());
+      PyObject* e = from_arg(a.slice_stop());
+      PyObject* st = from_arg(a.slice_step());
+      PyObject* r = PySlice_New(s, e, st);
+      Py_DECREF(s);
+      Py_DECREF(e);
+      Py_DECREF(st);
+      if (!r) throw PythonError();
+      return r;
+    }
+    case ArgKind::Foreign: {
+      PyObject* o = obj_ptr(a.as_object());
+      Py_INCREF(o);
+      return o;
+    }
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* args_to_tuple(const std::vector<Argument>& args) { return seq_to_tuple(args); }
+
+PyObject* kwargs_to_dict(const KwArgs& kwargs) {
+  PyObject* d = make_immutable_dict();
+  if (!d) throw PythonError();
+  for (auto& kv : kwargs) {
+    PyObject* v;
+    try {
+      v = from_arg(kv.second);
+    } catch (...) {
+      Py_DECREF(d);
+      throw;
+    }
+    int rc = PyDict_SetItemString(d, kv.first.c_str(), v);
+    Py_DECREF(v);
+    if (rc < 0) {
+      Py_DECREF(d);
+      throw PythonError();
+    }
+  }
+  return d;
+}
+
+}  // namespace fxcpp::py
