@@ -441,7 +441,9 @@ def _origin_type(origin):
 
 
 def _install_helpers():
-    from ._symbolic_trace import wrap
+    # Generated code registers wrapped functions through torch.fx's own `wrap`
+    # (text-identical to torch.fx; fxcpp's tracer honours that registry too).
+    from torch.fx._symbolic_trace import wrap
     _C._set_classes(Node, immutable_list, immutable_dict, {
         '_type_repr': _type_repr,
         '_target_info': _target_info,

@@ -235,6 +235,10 @@ class TracerBase:
         flags = _fast_flags.get(cls)
         if flags is None:
             flags = _compute_fast_flags(cls)
+        if flags:
+            d = self.__dict__
+            if 'create_arg' in d or 'create_node' in d or 'proxy' in d:
+                flags = 0  # hooks monkeypatched on this instance
 
         if flags & _FAST_ARG and type(args) is tuple and type(kwargs) is dict:
             args_ = tuple([_fast_create_arg(self, a) for a in args]) if args else ()

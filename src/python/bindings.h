@@ -107,5 +107,11 @@ PyObject* helper(const char* name);  // borrowed; sets error if missing
 
 int init_node_type(PyObject* m);
 int init_graph_type(PyObject* m);
+/// Module functions of the transformation toolkit (transform_bindings.cpp).
+int init_transform(PyObject* m);
+/// Module functions for tooling such as DOT export (tools_bindings.cpp).
+int init_tools(PyObject* m);
+/// The core graph of a fxcpp.Graph object (borrowed), or null with TypeError set.
+Graph* core_graph_of(PyObject* graph);
 
 }  // namespace fxcpp::py

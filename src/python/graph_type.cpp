@@ -691,6 +691,14 @@ PyObject* graph_pyobject(Graph* g) {
   return link ? link->self_ : nullptr;
 }
 
+Graph* core_graph_of(PyObject* graph) {
+  if (!PyObject_TypeCheck(graph, GraphBaseType)) {
+    PyErr_SetString(PyExc_TypeError, "expected an fxcpp Graph");
+    return nullptr;
+  }
+  return reinterpret_cast<PyGraph*>(graph)->graph;
+}
+
 int init_graph_type(PyObject* m) {
   GraphBaseType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&graph_spec));
   if (!GraphBaseType) return -1;
