@@ -336,13 +336,17 @@ class Tracer(TracerBase):
             qualname: Optional[str] = self.tensor_attrs.get(a)
 
             if not qualname:
-                i = self.__dict__.get('_fx_next_tensor_constant', 0)
+                # Names below the last one handed out for this root are taken,
+                # so resume the search there instead of at 0.
+                root = self.root
+                hint = self.__dict__.get('_fx_next_tensor_constant')
+                i = hint[1] if hint is not None and hint[0] is root else 0
                 while True:
                     qualname = f"_tensor_constant{i}"
-                    if not hasattr(self.root, qualname):
+                    if not hasattr(root, qualname):
                         break
                     i += 1
-                self.__dict__['_fx_next_tensor_constant'] = i + 1
+                self.__dict__['_fx_next_tensor_constant'] = (root, i + 1)
                 self.tensor_attrs[a] = qualname
                 setattr(self.root, qualname, a)
 

@@ -181,8 +181,21 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
   }
   if (!ok) {
     // torch.fx names the node before validating its target; so do we.
-    std::string cand = nm ? *nm : (str_target ? std::string(PyUnicode_AsUTF8(target)) : std::string("node"));
-    std::string uniq = g->names().create_name(snake_case(cand), nullptr);
+    if (!str_target && !PyCallable_Check(target)) {
+      PyErr_SetNone(PyExc_AssertionError);  // torch.fx's _target_to_str assertion
+      return nullptr;
+    }
+    std::string cand;
+    if (nm) {
+      cand = *nm;
+    } else if (str_target) {
+      std::string t = PyUnicode_AsUTF8(target);
+      if (t.size() >= 4 && t.rfind("__", 0) == 0 && t.compare(t.size() - 2, 2, "__") == 0) t = t.substr(2, t.size() - 4);
+      cand = snake_case(t);
+    } else {
+      cand = snake_case(py_iface()->name(target));
+    }
+    std::string uniq = g->names().create_name(cand, nullptr);
     PyObject* h = helper("_bad_target");
     if (!h) return nullptr;
     PyObject* r = PyObject_CallFunction(h, "OsOO", self, uniq.c_str(), target,
@@ -622,7 +635,7 @@ PyObject* graph_find_nodes(PyObject* self, PyObject* args, PyObject* kw) {
   const char* op_s;
   PyObject* target = nullptr;
   int sort = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "$s|Op:find_nodes", const_cast<char**>(kwlist), &op_s, &target, &sort))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$sOp:find_nodes", const_cast<char**>(kwlist), &op_s, &target, &sort))
     return nullptr;
   auto op = parse_op(op_s);
   if (!op) return PyList_New(0);

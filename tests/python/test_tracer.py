@@ -381,6 +381,11 @@ def unpack_topk(x):
     return values, indices
 
 
+def unpack_shape(x):
+    n, c, h, w = x.shape
+    return x.reshape(n, c * h * w) * w
+
+
 def unpack_swap(x, y):
     (a, b) = torch.broadcast_tensors(x, y)
     return b - a
@@ -416,7 +421,8 @@ class UnpackModule(torch.nn.Module):
     (unpack_swap, (torch.randn(3, 1), torch.randn(1, 3)), 2),
     (UnpackModule(), (torch.randn(2, 6),), 3),
     (KwargsCall().eval(), (torch.randn(1, 3, 4),), 2),
-], ids=["chunk", "split3", "nested", "loop", "topk", "broadcast", "module", "mha_leaf"])
+    (unpack_shape, (torch.randn(2, 3, 4, 5),), 4),
+], ids=["chunk", "split3", "nested", "loop", "topk", "broadcast", "module", "mha_leaf", "shape"])
 def test_unpacking_py311(root, inputs, n_getitem):
     # torch.fx 1.13 fails on these under Python 3.11 (it indexes the instruction
     # list with f_lasti // 2); compare against eager execution instead.
@@ -1321,6 +1327,36 @@ def test_custom_tracer_flags_cached_per_class():
     assert not fx_proxy._fast_flags[B] & fx_proxy._FAST_ARG
 
 
+def test_instance_monkeypatched_hooks_are_used():
+    calls = []
+    t = fx.Tracer()
+    orig_create_node = t.create_node
+
+    def create_node(*args, **kwargs):
+        calls.append(args[0])
+        return orig_create_node(*args, **kwargs)
+    t.create_node = create_node
+    t.trace(ops_arith)
+    assert calls.count("call_function") == 9 and "placeholder" in calls
+
+
+def test_nested_trace():
+    # A Tracer override that traces leaf submodules separately while tracing the root.
+    inner = {}
+
+    class T(fx.Tracer):
+        def call_module(self, m, forward, args, kwargs):
+            if isinstance(m, CustomSub):
+                inner[self.path_of_module(m)] = fx.symbolic_trace(m).code
+            return super().call_module(m, forward, args, kwargs)
+
+    g = T().trace(OverrideTarget().eval())
+    assert set(inner) == {"a", "b"}
+    assert inner["a"] == torch.fx.symbolic_trace(CustomSub().eval()).code
+    assert torch.nn.Module.__call__ is fx_st._orig_module_call
+    assert len([n for n in g.nodes if n.op == "call_module"]) == 4
+
+
 def test_check_mutable_operations():
     class T(fx.Tracer):
         check_mutable_operations = True
@@ -1445,3 +1481,16 @@ def test_torchvision_models(name):
         # torchvision registers stochastic_depth with torch.fx.wrap: honoured by fxcpp
         sd = [n for n in ours.graph.nodes if n.op == "call_function" and n.meta.get("is_wrapped")]
         assert sd and all(n.target.__name__ == "stochastic_depth" for n in sd)
+
+
+def test_torchvision_shufflenet_unpacking_py311():
+    # ShuffleNetV2 does ``batchsize, num_channels, height, width = x.size()``:
+    # torch.fx 1.13 fails on Python 3.11, fxcpp traces it; compare with eager.
+    torch.manual_seed(0)
+    model = torchvision.models.shufflenet_v2_x0_5(weights=None).eval()
+    ours = fx.symbolic_trace(model)
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        assert torch.allclose(ours(x), model(x), atol=1e-5)
+    if PY311:
+        assert error_of(lambda: torch.fx.symbolic_trace(model))[0] == "TraceError"
