@@ -10,7 +10,7 @@ int main() {
   using namespace fxcpp;
   static const NamedNative add{"add", "operator.add", "add"};
   static const NamedNative mul{"mul", "operator.mul", "mul"};
-  static const NamedNative relu{"relu", "torch.relu", ""};
+  static const NamedNative relu{"relu", "torch.relu", "", true};
 
   Graph g;
   Node* x = g.placeholder("x");

@@ -64,6 +64,13 @@ _register_custom_builtin('fx_pytree', 'import fxcpp._pytree as fx_pytree', fx_py
 _register_custom_builtin('pytree', 'import torch.utils._pytree as pytree', pytree)
 
 
+def _register_fxcpp_builtin():
+    # fxcpp's own helpers (e.g. the concrete_args assertion) are referenced by
+    # qualified name, like torch's: `fxcpp._symbolic_trace._assert_is_none(...)`.
+    import fxcpp
+    _register_custom_builtin('fxcpp', 'import fxcpp', fxcpp)
+
+
 def _is_magic(x: str) -> bool:
     return x.startswith('__') and x.endswith('__')
 
@@ -419,7 +426,8 @@ def _target_info(obj):
     operator_name = name if name and getattr(obj, '__module__', None) == '_operator' else ''
     reference = ''
     try:
-        if _is_from_torch(obj) and obj != torch.device:
+        module = getattr(obj, '__module__', None) or ''
+        if (_is_from_torch(obj) and obj != torch.device) or module.partition('.')[0] == 'fxcpp':
             reference = qualified
     except Exception:
         pass
@@ -441,6 +449,7 @@ def _origin_type(origin):
 
 
 def _install_helpers():
+    _register_fxcpp_builtin()
     # Generated code registers wrapped functions through torch.fx's own `wrap`
     # (text-identical to torch.fx; fxcpp's tracer honours that registry too).
     from torch.fx._symbolic_trace import wrap

@@ -25,16 +25,27 @@ InsertGuard::~InsertGuard() {
 }
 
 // ----------------------------------------------------------------- NodeRange
-NodeRange::iterator::iterator(Node* cur, Node* root, bool reverse) : cur_(cur), nxt_(nullptr), root_(root), reverse_(reverse) {
-  if (cur_ != root_) nxt_ = reverse_ ? cur_->prev() : cur_->next();
+NodeRange::iterator::iterator(Node* cur, Node* root, bool reverse) : cur_(cur), root_(root), reverse_(reverse) {
+  root_->graph()->iterator_opened();
 }
+NodeRange::iterator::iterator(const iterator& o) : cur_(o.cur_), root_(o.root_), reverse_(o.reverse_) {
+  root_->graph()->iterator_opened();
+}
+NodeRange::iterator& NodeRange::iterator::operator=(const iterator& o) {
+  if (this != &o) {
+    o.root_->graph()->iterator_opened();
+    root_->graph()->iterator_closed();
+    cur_ = o.cur_;
+    root_ = o.root_;
+    reverse_ = o.reverse_;
+  }
+  return *this;
+}
+NodeRange::iterator::~iterator() { root_->graph()->iterator_closed(); }
 NodeRange::iterator& NodeRange::iterator::operator++() {
-  // Early increment: the successor was fetched before the body ran. If the
-  // body erased it, fall back to a fresh lookup from the current node.
-  Node* n = nxt_;
-  if (n != root_ && n->erased()) n = reverse_ ? n->prev() : n->next();
-  cur_ = n;
-  nxt_ = cur_ == root_ ? nullptr : (reverse_ ? cur_->prev() : cur_->next());
+  // cur_ is valid memory even if the body erased it (Note [Graph ownership
+  // and iteration]); its links lead to the live successor.
+  cur_ = reverse_ ? cur_->prev() : cur_->next();
   return *this;
 }
 NodeRange::iterator NodeRange::begin() const {
@@ -57,35 +68,23 @@ Graph::~Graph() {
     if (root_->binding_) observer_->on_destroy(*root_);
   }
   // Edges that cross into other graphs (only lint-invalid graphs have them)
-  // are cut properly: foreign users lose the reference (it becomes None), and
-  // our uses of foreign nodes leave their users lists.
+  // are cut while every node is still alive: foreign users lose the
+  // reference (it becomes None), and our nodes reading foreign nodes leave
+  // their users lists.
   for (Node* n = root_->next_; n != root_; n = n->next_) {
     std::vector<Node*> foreign_users;
     for (Node* u : n->users())
       if (u->graph_ != this) foreign_users.push_back(u);
     for (Node* u : foreign_users) u->replace_input_with(n, Argument());
+    bool reads_foreign = false;
+    for (auto& u : n->inputs_) reads_foreign = reads_foreign || u.value->graph_ != this;
+    if (reads_foreign) n->unlink_uses();
   }
-  // Then drop use lists (unlinking only foreign ones) and free.
+  // Every remaining use is internal: drop them without unlinking and free.
   Node* n = root_->next_;
   while (n != root_) {
     Node* nx = n->next_;
-    bool foreign = false;
-    for (auto& u : n->inputs_) foreign = foreign || u.value->graph_ != this;
-    if (foreign) {
-      std::vector<Use> keep;
-      for (auto& u : n->inputs_)
-        if (u.value->graph_ != this) keep.push_back(u);
-      n->inputs_.clear();
-      n->inputs_ = std::move(keep);
-      // Re-point neighbours at the moved Use records before unlinking.
-      for (auto& u : n->inputs_) {
-        if (u.prev) u.prev->next = &u; else u.value->users_head_ = &u;
-        if (u.next) u.next->prev = &u; else u.value->users_tail_ = &u;
-      }
-      n->unlink_uses();
-    } else {
-      n->inputs_.clear();
-    }
+    n->inputs_.clear();
     delete n;
     n = nx;
   }
@@ -326,8 +325,24 @@ void Graph::erase_node(Node* n) {
     observer_->on_tombstone(*n);  // may call release_tombstone(n) re-entrantly
     return;
   }
+  if (iterators_ > 0) {
+    n->erased_ = true;  // freed when the last iterator ends
+    graveyard_.push_back(n);
+    return;
+  }
   unlink(n);
   delete n;
+}
+
+void Graph::iterator_closed() {
+  if (--iterators_ != 0 || graveyard_.empty()) return;
+  std::vector<Node*> dead;
+  dead.swap(graveyard_);
+  for (Node* n : dead) {
+    if (n->binding_) continue;  // a binding took it over: it is a tombstone now
+    unlink(n);
+    delete n;
+  }
 }
 
 void Graph::release_tombstone(Node* n) {

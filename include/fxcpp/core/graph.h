@@ -3,16 +3,19 @@
 // Note [Graph ownership and iteration]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A Graph owns its nodes in an intrusive doubly linked list closed by a root
-// sentinel (op Root). `nodes()` iterates live nodes; its iterator fetches the
-// successor before yielding, so erasing the current node or inserting anywhere
-// during iteration is safe (as is erasing any node while a *binding* holds the
-// current one, see Note [Erased nodes and tombstones]). Reverse iteration has
-// the same guarantee.
+// sentinel (op Root). `nodes()` iterates live nodes and steps from the current
+// node *after* the loop body, like torch.fx: nodes inserted after the current
+// one are visited, erased ones are skipped. While any iterator of the graph is
+// alive, erase_node only unlinks-by-flag (the node stays in the list as an
+// erased tombstone) and the memory is reclaimed when the last iterator ends,
+// so erasing any node, the current one included, is safe mid-iteration.
+// Reverse iteration has the same guarantee.
 #pragma once
 
 #include <cstddef>
 #include <functional>
 #include <iosfwd>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,17 +57,25 @@ class InsertGuard {
 
 /// Live-node range; see Note [Graph ownership and iteration].
 class NodeRange {
+  friend class Graph;
  public:
   class iterator {
    public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = Node*;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Node**;
+    using reference = Node*;
     iterator(Node* cur, Node* root, bool reverse);
+    iterator(const iterator& o);
+    iterator& operator=(const iterator& o);
+    ~iterator();
     Node* operator*() const { return cur_; }
     iterator& operator++();
     bool operator!=(const iterator& o) const { return cur_ != o.cur_; }
     bool operator==(const iterator& o) const { return cur_ == o.cur_; }
    private:
     Node* cur_;
-    Node* nxt_;
     Node* root_;
     bool reverse_;
   };
@@ -161,6 +172,7 @@ class Graph {
  private:
   friend class Node;
   friend class InsertGuard;
+  friend class NodeRange;
   struct BucketKey {
     Op op;
     const void* fn;
@@ -178,6 +190,8 @@ class Graph {
   void bucket_add(Node* n);
   void bucket_remove(Node* n);
   void destroy(Node* n);
+  void iterator_opened() { ++iterators_; }
+  void iterator_closed();
 
   Node* root_;
   size_t size_ = 0;
@@ -187,6 +201,8 @@ class Graph {
   std::unordered_map<BucketKey, Bucket, BucketKeyHash> buckets_;
   GraphObserver* observer_ = nullptr;
   ImpureFn module_impure_;
+  size_t iterators_ = 0;             // live NodeRange iterators
+  std::vector<Node*> graveyard_;     // nodes erased while iterators_ > 0
 };
 
 std::ostream& operator<<(std::ostream& os, const Graph& g);

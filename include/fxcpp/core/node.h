@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,6 +71,11 @@ class UserRange {
  public:
   class iterator {
    public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = Node*;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Node**;
+    using reference = Node*;
     explicit iterator(const Use* u) : u_(u) {}
     Node* operator*() const { return u_->user; }
     iterator& operator++() { u_ = u_->next; return *this; }

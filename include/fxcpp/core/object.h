@@ -108,9 +108,15 @@ class Object {
 /// registered with the C++ runtime). `p` points to a NamedNative with static
 /// storage duration; retain/release are no-ops.
 struct NamedNative {
-  std::string name;            ///< __name__
-  std::string qualified_name;  ///< codegen name, e.g. "torch.relu"
-  std::string operator_name;   ///< non-empty for operator.* style infix targets
+  std::string name;            ///< __name__: basis of node names
+  std::string qualified_name;  ///< e.g. "torch.relu", "operator.add", "mymod.fn"
+  std::string operator_name;   ///< non-empty for operator.* targets (infix codegen)
+  /// true: generated code spells `qualified_name` as is (it must be importable
+  /// from the generated module's globals, like torch.*); false: the object is
+  /// bound to a global named after `qualified_name`.
+  bool by_reference = false;
+  /// true: the object is the Python builtin called `name` (len, getattr, ...).
+  bool is_builtin = false;
 };
 /// The interface for NamedNative objects. Singleton.
 const ObjectInterface* named_native_interface();

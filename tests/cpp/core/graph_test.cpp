@@ -1,15 +1,32 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "fxcpp/passes/dce.h"
+#include "fxcpp/passes/lint.h"
 #include "test_util.h"
 
 using namespace fxcpp;
 using namespace fxcpp::testing;
 
+namespace {
+std::vector<std::string> names(const Graph& g) {
+  std::vector<std::string> out;
+  for (Node* n : g.nodes()) out.push_back(n->name());
+  return out;
+}
+std::vector<std::string> user_names(const Node* n) {
+  std::vector<std::string> out;
+  for (Node* u : n->users()) out.push_back(u->name());
+  return out;
+}
+}  // namespace
+
 TEST(Graph, BuildAndPrint) {
   Graph g;
   Node* x = g.placeholder("x");
   Node* y = g.placeholder("y", {}, I(3));
-  Node* a = g.call_function(native_object(&kAdd), {N(x), N(y)});
+  Node* a = g.call_function(F(kAdd), {N(x), N(y)});
   Node* r = g.call_method("relu", {N(a)});
   Node* s = g.call_method("sum", {N(r)}, {{"dim", I(-1)}, {"keepdim", Argument::boolean(true)}});
   g.output(N(s));
@@ -22,12 +39,21 @@ TEST(Graph, BuildAndPrint) {
             "    %sum_1 : [#users=1] = call_method[target=sum](args = (%relu,), kwargs = {dim: -1, keepdim: True})\n"
             "    return sum_1");
   EXPECT_EQ(g.size(), 6u);
+  EXPECT_EQ(r->to_string(), "%relu : [#users=1] = call_method[target=relu](args = (%add,), kwargs = {})");
+}
+
+TEST(Graph, CreateNodeRejectsWrongTargetKinds) {
+  Graph g;
+  EXPECT_THROW(g.create_node(Op::CallFunction, Target("relu")), std::invalid_argument);
+  EXPECT_THROW(g.create_node(Op::CallModule, Target(F(kRelu))), std::invalid_argument);
+  EXPECT_THROW(g.create_node(Op::Root, Target("x")), std::invalid_argument);
+  EXPECT_EQ(g.size(), 0u);
 }
 
 TEST(Graph, EraseWithUsersFails) {
   Graph g;
   Node* x = g.placeholder("x");
-  Node* a = g.call_function(native_object(&kNeg), {N(x)});
+  Node* a = g.call_function(F(kNeg), {N(x)});
   g.output(N(a));
   try {
     g.erase_node(a);
@@ -35,4 +61,324 @@ TEST(Graph, EraseWithUsersFails) {
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(), "Tried to erase Node neg but it still had 1 users in the graph: {output: None}!");
   }
+  EXPECT_EQ(g.size(), 3u);
+}
+
+TEST(Graph, EraseDropsUsesAndRenamesNothing) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kNeg), {N(x)});
+  EXPECT_EQ(x->num_users(), 1u);
+  g.erase_node(a);
+  EXPECT_EQ(x->num_users(), 0u);
+  // names are never reused (torch.fx semantics)
+  Node* b = g.call_function(F(kNeg), {N(x)});
+  EXPECT_EQ(b->name(), "neg_1");
+}
+
+TEST(Graph, IterationSafeWhileErasingCurrent) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* prev = x;
+  for (int i = 0; i < 10; ++i) prev = g.call_function(F(kRelu), {N(prev)});
+  g.output(N(x));
+  // reverse: each erase makes the previous node dead in turn
+  int erased = 0;
+  for (Node* n : g.nodes().reversed()) {
+    if (n->op() == Op::CallFunction && n->num_users() == 0) {
+      g.erase_node(n);
+      ++erased;
+    }
+  }
+  EXPECT_EQ(erased, 10);
+  EXPECT_EQ(names(g), (std::vector<std::string>{"x", "output"}));
+}
+
+TEST(Graph, IterationSafeWhileErasingOthers) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  Node* b = g.call_function(F(kNeg), {N(x)});
+  Node* c = g.call_function(F(kTanh), {N(x)});
+  g.output(N(x));
+  std::vector<std::string> seen;
+  for (Node* n : g.nodes()) {
+    seen.push_back(n->name());
+    if (n == a) {
+      g.erase_node(b);  // the successor
+      g.erase_node(a);  // and the current node
+    }
+  }
+  (void)c;
+  EXPECT_EQ(seen, (std::vector<std::string>{"x", "relu", "tanh", "output"}));
+  EXPECT_EQ(names(g), (std::vector<std::string>{"x", "tanh", "output"}));
+}
+
+TEST(Graph, IterationSafeWhileInserting) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  g.output(N(a));
+  std::vector<std::string> seen;
+  for (Node* n : g.nodes()) {
+    seen.push_back(n->name());
+    if (n == a) {
+      InsertGuard at = g.inserting_after(n);
+      g.call_function(F(kNeg), {N(n)});
+    }
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"x", "relu", "neg", "output"}));
+}
+
+TEST(Graph, InsertingAfterStacksLikeTorchFx) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  g.output(N(x));
+  {
+    InsertGuard at = g.inserting_after(x);
+    g.call_function(F(kRelu), {N(x)});
+    g.call_function(F(kNeg), {N(x)});
+  }
+  // each insertion goes right after x: the later one comes first
+  EXPECT_EQ(names(g), (std::vector<std::string>{"x", "neg", "relu", "output"}));
+  // the guard restored append-at-end
+  g.call_function(F(kTanh), {N(x)});
+  EXPECT_EQ(names(g).back(), "tanh");
+  {
+    InsertGuard at = g.inserting_before(nullptr);  // beginning
+    g.placeholder("w");
+  }
+  EXPECT_EQ(names(g).front(), "w");
+}
+
+TEST(Graph, UsersOrderMatchesTorchFx) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  Node* a = g.call_function(F(kAdd), {N(x), N(y)});
+  Node* b = g.call_function(F(kMul), {N(x), N(y)});
+  EXPECT_EQ(user_names(x), (std::vector<std::string>{"add", "mul"}));
+  // re-setting a's args moves it to the end of every input's users
+  a->set_args({N(x), N(y)});
+  EXPECT_EQ(user_names(x), (std::vector<std::string>{"mul", "add"}));
+  EXPECT_EQ(user_names(y), (std::vector<std::string>{"mul", "add"}));
+  // duplicates count once; kwargs after args
+  Node* c = g.call_function(F(kAdd), {N(b), N(b)}, {{"other", N(a)}});
+  EXPECT_EQ(c->all_input_nodes(), (std::vector<Node*>{b, a}));
+  EXPECT_EQ(b->num_users(), 1u);
+}
+
+TEST(Graph, ReplaceAllUsesWithFilterAndInputs) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  Node* a = g.call_function(F(kNeg), {N(x)});
+  Node* b = g.call_function(F(kNeg), {N(x)});
+  Node* c = g.call_function(F(kAdd), {N(x), Argument::list({N(x), I(1)})});
+  auto changed = x->replace_all_uses_with(y, [&](Node* u) { return u != b; });
+  EXPECT_EQ(changed, (std::vector<Node*>{a, c}));
+  EXPECT_EQ(user_names(x), (std::vector<std::string>{"neg_1"}));
+  EXPECT_EQ(c->to_string(),
+            "%add : [#users=0] = call_function[target=operator.add](args = (%y, [%y, 1]), kwargs = {})");
+  c->replace_input_with(y, N(a));
+  c->update_kwarg("alpha", N(b));
+  EXPECT_EQ(c->all_input_nodes(), (std::vector<Node*>{a, b}));
+  EXPECT_THROW(c->update_arg(7, I(1)), std::out_of_range);
+}
+
+TEST(Graph, PrependAppendMove) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  Node* b = g.call_function(F(kNeg), {N(x)});
+  a->prepend(b);
+  EXPECT_EQ(names(g), (std::vector<std::string>{"x", "neg", "relu"}));
+  b->prepend(b);  // no-op
+  a->append(b);
+  EXPECT_EQ(names(g), (std::vector<std::string>{"x", "relu", "neg"}));
+  EXPECT_LT(x->order_key(), a->order_key());
+  EXPECT_LT(a->order_key(), b->order_key());
+  Graph other;
+  Node* o = other.placeholder("o");
+  EXPECT_THROW(a->prepend(o), std::invalid_argument);
+}
+
+TEST(Graph, OrderKeysSurviveDenseInsertion) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* last = g.output(N(x));
+  {
+    InsertGuard at = g.inserting_before(last);
+    for (int i = 0; i < 5000; ++i) g.call_function(F(kRelu), {N(x)});
+  }
+  {
+    InsertGuard at = g.inserting_after(x);  // always right after x: gaps exhaust
+    for (int i = 0; i < 5000; ++i) g.call_function(F(kNeg), {N(x)});
+  }
+  uint64_t prev = 0;
+  bool first = true;
+  for (Node* n : g.nodes()) {
+    if (!first) EXPECT_LT(prev, n->order_key()) << n->name();
+    prev = n->order_key();
+    first = false;
+  }
+}
+
+TEST(Graph, FindNodes) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  Node* b = g.call_function(F(kNeg), {N(a)});
+  Node* c = g.call_function(F(kRelu), {N(b)});
+  g.call_method("relu", {N(c)});
+  {
+    InsertGuard at = g.inserting_before(a);
+    g.call_function(F(kRelu), {N(x)});  // inserted first in order
+  }
+  Target relu(F(kRelu));
+  auto found = g.find_nodes(Op::CallFunction, &relu);
+  ASSERT_EQ(found.size(), 3u);
+  EXPECT_EQ(found[0]->name(), "relu_3");  // relu_2 is the call_method
+  EXPECT_EQ(found[1], a);
+  EXPECT_EQ(found[2], c);
+  g.erase_node(g.find_nodes(Op::CallMethod)[0]);
+  EXPECT_TRUE(g.find_nodes(Op::CallMethod).empty());
+  EXPECT_EQ(g.find_nodes(Op::Placeholder), (std::vector<Node*>{x}));
+}
+
+TEST(Graph, CopyAndClone) {
+  Graph g;
+  Node* x = g.placeholder("x", {}, D(1.5));
+  Node* a = g.call_function(F(kAdd), {N(x), I(1)}, {{"alpha", N(x)}});
+  a->meta().emplace_back("tag", S("t"));
+  g.output(Argument::tuple({N(a), N(x)}));
+  auto c = g.clone();
+  EXPECT_EQ(c->to_string(), g.to_string());
+  EXPECT_EQ(python_code(*c).src, python_code(g).src);
+  lint(*c);
+  Node* ca = *std::next(c->nodes().begin());
+  ASSERT_TRUE(ca->has_meta());
+  EXPECT_EQ(ca->meta()[0].second, S("t"));
+
+  Graph h;
+  Node* z = h.placeholder("z");
+  std::unordered_map<const Node*, Argument> vm{{x, N(z)}};
+  auto rv = h.graph_copy(g, vm);
+  ASSERT_TRUE(rv.has_value());
+  h.output(*rv);
+  EXPECT_EQ(names(h), (std::vector<std::string>{"z", "add", "output"}));
+  EXPECT_EQ(python_code(h).src, "\n\n\ndef forward(self, z):\n    add = z + 1\n    return (add, z)\n    ");
+}
+
+TEST(Graph, NodeCopyFromAnotherGraphNeedsTransform) {
+  Graph g, h;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  Node* y = h.placeholder("y");
+  Node* c = h.node_copy(*a, [&](Node*) { return N(y); });
+  EXPECT_EQ(c->name(), "relu");
+  EXPECT_EQ(c->all_input_nodes(), (std::vector<Node*>{y}));
+  lint(h);
+  // without a transform the copy reads a node of g: lint reports it
+  h.node_copy(*a);
+  EXPECT_THROW(lint(h), LintError);
+}
+
+TEST(Lint, Messages) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* r = g.call_function(F(kRelu), {N(x)});
+  Node* n = g.call_function(F(kNeg), {N(r)});
+  r->prepend(n);
+  try {
+    lint(g, {false});
+    FAIL();
+  } catch (const LintError& e) {
+    EXPECT_STREQ(e.what(),
+                 "Argument 'relu' of Node 'neg' was used before it has been defined! Please check that Nodes in the "
+                 "graph are topologically ordered");
+  }
+  n->append(r);  // restore order: x, relu, neg? (append moves r after n)
+  r->append(n);
+  lint(g);
+  n->set_name("x");
+  try {
+    lint(g);
+    FAIL();
+  } catch (const LintError& e) {
+    EXPECT_STREQ(e.what(), "Node redefined name x!");
+  }
+}
+
+TEST(Dce, KeepsImpureAndReportsChange) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  g.call_function(F(kNeg), {N(a)});
+  Node* keep = g.call_module("side_effect", {N(x)});
+  g.output(N(x));
+  DceOptions opts;
+  opts.is_impure = [&](const Node& n) { return &n == keep; };
+  EXPECT_TRUE(eliminate_dead_code(g, opts));
+  EXPECT_EQ(names(g), (std::vector<std::string>{"x", "side_effect", "output"}));
+  EXPECT_FALSE(eliminate_dead_code(g, opts));
+}
+
+namespace {
+struct RecordingObserver : GraphObserver {
+  std::vector<Node*> tombstones, destroyed;
+  void on_tombstone(Node& n) override { tombstones.push_back(&n); }
+  void on_destroy(Node& n) override { destroyed.push_back(&n); }
+};
+}  // namespace
+
+TEST(Tombstones, BoundNodesStayIterable) {
+  RecordingObserver obs;
+  int dummy = 0;
+  {
+    Graph g;
+    g.set_observer(&obs);
+    Node* x = g.placeholder("x");
+    Node* a = g.call_function(F(kRelu), {N(x)});
+    Node* b = g.call_function(F(kNeg), {N(x)});
+    g.output(N(x));
+    a->set_binding(&dummy);
+    g.erase_node(a);
+    ASSERT_EQ(obs.tombstones.size(), 1u);
+    EXPECT_TRUE(a->erased());
+    EXPECT_EQ(a->next(), b);  // stepping from a tombstone still works
+    EXPECT_EQ(names(g), (std::vector<std::string>{"x", "neg", "output"}));
+    EXPECT_EQ(g.size(), 3u);
+    EXPECT_THROW(g.call_function(F(kNeg), {N(a)}), std::invalid_argument);
+    b->set_binding(&dummy);
+  }
+  // graph destruction reports every bound node, tombstones included
+  EXPECT_EQ(obs.destroyed.size(), 2u);
+}
+
+TEST(Tombstones, ReleasedTombstoneIsFreed) {
+  RecordingObserver obs;
+  int dummy = 0;
+  Graph g;
+  g.set_observer(&obs);
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  a->set_binding(&dummy);
+  g.erase_node(a);
+  a->set_binding(nullptr);
+  g.release_tombstone(a);  // ASan checks this frees exactly once
+  EXPECT_EQ(names(g), (std::vector<std::string>{"x"}));
+}
+
+TEST(CrossGraph, DestroyingAGraphCutsForeignEdges) {
+  Graph h;
+  Node* user;
+  {
+    Graph g;
+    Node* x = g.placeholder("x");
+    user = h.call_function(F(kRelu), {N(x)});
+    EXPECT_EQ(x->num_users(), 1u);
+  }
+  EXPECT_TRUE(user->args()[0].is_none());
+  EXPECT_EQ(user->num_inputs(), 0u);
 }
