@@ -206,11 +206,12 @@ Node* Graph::create_node(Op op, Target target, std::vector<Argument> args, KwArg
     candidate = snake_case(t);
   }
   std::string uniq = names_.create_name(candidate, nullptr);
-  Node* n = new Node(this, op, std::move(uniq), std::move(target));
-  n->type_ = std::move(type);
-  n->args_ = std::move(args);
-  n->kwargs_ = std::move(kwargs);
-  n->link_uses();
+  std::unique_ptr<Node> owned(new Node(this, op, std::move(uniq), std::move(target)));
+  owned->type_ = std::move(type);
+  owned->args_ = std::move(args);
+  owned->kwargs_ = std::move(kwargs);
+  owned->link_uses();  // validates arguments before linking anything; may throw
+  Node* n = owned.release();
   // torch.fx: _insert = anchor.prepend (before) or anchor.append (after).
   Node* pos = insert_after_ ? insert_anchor_->next_ : insert_anchor_;
   link_before(pos, n);

@@ -57,30 +57,37 @@ void Node::unlink_uses() {
   inputs_.clear();
 }
 
-void Node::link_uses() {
-  // Collect unique inputs in first-appearance order (args, then kwargs).
+namespace {
+// Unique input nodes of (args, kwargs) in first-appearance order. Throws for
+// erased nodes before anything is modified.
+std::vector<Node*> collect_inputs(const std::vector<Argument>& args, const KwArgs& kwargs) {
   std::vector<Node*> uniq;
-  auto add = [&](Node* n) {
-    for (Node* m : uniq)
-      if (m == n) return;
-    uniq.push_back(n);
-  };
   std::unordered_set<Node*> seen;
   bool big = false;
-  auto add_any = [&](Node* n) {
-    if (n->erased_) throw std::invalid_argument("Node '" + n->name_ + "' was erased from its graph and cannot be used as an argument");
+  auto add = [&](Node* n) {
+    if (n->erased())
+      throw std::invalid_argument("Node '" + n->name() + "' was erased from its graph and cannot be used as an argument");
     if (!big && uniq.size() >= 16) {
       big = true;
       seen.insert(uniq.begin(), uniq.end());
     }
     if (big) {
       if (seen.insert(n).second) uniq.push_back(n);
-    } else {
-      add(n);
+      return;
     }
+    for (Node* m : uniq)
+      if (m == n) return;
+    uniq.push_back(n);
   };
-  for (auto& a : args_) a.for_each_node(add_any);
-  for (auto& kv : kwargs_) kv.second.for_each_node(add_any);
+  for (auto& a : args) a.for_each_node(add);
+  for (auto& kv : kwargs) kv.second.for_each_node(add);
+  return uniq;
+}
+}  // namespace
+
+void Node::link_uses() { link_uses(collect_inputs(args_, kwargs_)); }
+
+void Node::link_uses(const std::vector<Node*>& uniq) {
   inputs_.resize(uniq.size());
   for (size_t i = 0; i < uniq.size(); ++i) {
     Use& u = inputs_[i];
@@ -97,10 +104,11 @@ void Node::link_uses() {
 }
 
 void Node::set_args_kwargs(std::vector<Argument> args, KwArgs kwargs) {
+  std::vector<Node*> uniq = collect_inputs(args, kwargs);  // may throw: nothing changed yet
   unlink_uses();
   args_ = std::move(args);
   kwargs_ = std::move(kwargs);
-  link_uses();
+  link_uses(uniq);
   ++args_version_;
 }
 

@@ -195,6 +195,7 @@ class Node {
   friend class Graph;
   Node(Graph* g, Op op, std::string name, Target target);
   void link_uses();
+  void link_uses(const std::vector<Node*>& unique_inputs);
   void unlink_uses();
 
   // list links (raw: tombstones included)

@@ -350,6 +350,8 @@ TEST(Tombstones, BoundNodesStayIterable) {
     EXPECT_EQ(names(g), (std::vector<std::string>{"x", "neg", "output"}));
     EXPECT_EQ(g.size(), 3u);
     EXPECT_THROW(g.call_function(F(kNeg), {N(a)}), std::invalid_argument);
+    EXPECT_THROW(b->set_args({N(a)}), std::invalid_argument);
+    EXPECT_EQ(b->all_input_nodes(), (std::vector<Node*>{x}));  // unchanged
     b->set_binding(&dummy);
   }
   // graph destruction reports every bound node, tombstones included

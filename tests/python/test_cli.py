@@ -1,0 +1,353 @@
+"""The `fxcpp` command line (python3 -m fxcpp): commands, output formats, DOT validity
+and the error paths (short message + hint, non-zero exit, never a traceback)."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import fxcpp
+
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HAVE_DOT = shutil.which("dot") is not None
+
+MODELS = textwrap.dedent('''
+    import torch
+
+    class Small(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 3)
+        def forward(self, x):
+            return torch.relu(self.lin(x)) + 1
+
+    class Dyn(torch.nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x + 1
+            return x - 1
+
+    class Flag(torch.nn.Module):
+        def forward(self, x, flag=True):
+            if flag:
+                return x + 1
+            return x - 1
+
+    class Inner(torch.nn.Module):
+        def forward(self, x):
+            for row in x:
+                x = x + row
+            return x
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+        def forward(self, x):
+            return self.inner(x) * 2
+
+    def fn(x, y):
+        return torch.relu(x) + y
+
+    def factory():
+        return Small()
+
+    def broken():
+        raise RuntimeError("boom")
+
+    class Weird(torch.nn.Module):
+        def forward(self, x):
+            return getattr(x, 'we{ir}d|<m> "q"')(x)
+
+    not_callable = 42
+''')
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    (d / "mymodels.py").write_text(MODELS)
+    return d
+
+
+def run(workdir, *args, timeout=180):
+    env = dict(os.environ)
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(fxcpp.__file__)))
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.pop("FXCPP_DEBUG", None)
+    return subprocess.run([PYTHON, "-m", "fxcpp", *args], cwd=workdir, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def assert_clean_error(p, *needles, code=None):
+    assert p.returncode != 0, p.stdout
+    if code is not None:
+        assert p.returncode == code, (p.returncode, p.stderr)
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.startswith("fxcpp: error:") or "usage:" in p.stderr, p.stderr
+    for n in needles:
+        assert n in p.stderr, (n, p.stderr)
+
+
+# ---------------------------------------------------------------------------------------
+# A small DOT parser (the subset of the language the exporter emits, parsed strictly)
+# ---------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r'\s*(?:(?P<str>"(?:[^"\\\n]|\\.)*")|(?P<id>[A-Za-z_][A-Za-z_0-9]*|-?\d+(?:\.\d+)?)'
+                    r'|(?P<arrow>->)|(?P<punct>[{}\[\];,=]))')
+
+
+def parse_dot(text):
+    """Parses `digraph ID { stmt* }`; returns (name, {node: attrs}, [(src, dst)]).
+    Raises AssertionError on any syntax error, undeclared edge endpoint, or
+    unbalanced record label."""
+    toks, pos = [], 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        m = _TOKEN.match(text, pos)
+        assert m and m.end() > pos, f"bad token at {pos}: {text[pos:pos + 30]!r}"
+        toks.append(next((k, v) for k, v in m.groupdict().items() if v is not None))
+        pos = m.end()
+    it = iter(toks + [("eof", "")])
+    cur = [next(it)]
+
+    def peek():
+        return cur[0]
+
+    def take(kind=None, value=None):
+        t = cur[0]
+        assert kind is None or t[0] == kind, f"expected {kind}, got {t}"
+        assert value is None or t[1] == value, f"expected {value!r}, got {t}"
+        cur[0] = next(it)
+        return t
+
+    def ident():
+        k, v = take()
+        assert k in ("str", "id"), f"expected an ID, got {(k, v)}"
+        return v[1:-1] if k == "str" else v
+
+    def attrs():
+        out = {}
+        if peek() == ("punct", "["):
+            take()
+            while peek() != ("punct", "]"):
+                key = ident()
+                take("punct", "=")
+                out[key] = ident()
+                if peek() == ("punct", ","):
+                    take()
+            take("punct", "]")
+        return out
+
+    assert ident() == "digraph"
+    name = ident()
+    take("punct", "{")
+    nodes, edges = {}, []
+    while peek() != ("punct", "}"):
+        a = ident()
+        if a in ("graph", "node", "edge"):
+            attrs()
+        elif peek()[0] == "arrow":
+            take()
+            edges.append((a, ident()))
+            attrs()
+        else:
+            assert a not in nodes, f"duplicate node {a}"
+            nodes[a] = attrs()
+        take("punct", ";")
+    take("punct", "}")
+    take("eof")
+    for s, d in edges:
+        assert s in nodes and d in nodes, f"edge {s} -> {d} to an undeclared node"
+    for n, at in nodes.items():
+        label = re.sub(r"\\.", "", at.get("label", ""))
+        depth = 0
+        for ch in label:
+            depth += {"{": 1, "}": -1}.get(ch, 0)
+            assert depth >= 0, f"unbalanced record label of {n}"
+        assert depth == 0, f"unbalanced record label of {n}"
+    return name, nodes, edges
+
+
+def test_parse_dot_rejects_bad_text():
+    with pytest.raises(AssertionError):
+        parse_dot('digraph "g" { "a" -> "b"; }')               # undeclared nodes
+    with pytest.raises(AssertionError):
+        parse_dot('digraph "g" { "a" [label="{x"]; }')         # unbalanced record
+    with pytest.raises(AssertionError):
+        parse_dot('digraph "g" { "a [label="x"]; }')           # broken quoting
+
+
+# ---------------------------------------------------------------------------------------
+# show
+# ---------------------------------------------------------------------------------------
+
+def test_show_resnet18_code_and_table(workdir):
+    p = run(workdir, "show", "torchvision.models:resnet18")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("def forward(self, x : torch.Tensor) -> torch.Tensor:")
+    assert "layer4_1_relu_1" in p.stdout and "self.fc(flatten)" in p.stdout
+
+    p = run(workdir, "show", "torchvision.models:resnet18", "--format", "table", "--input-shape", "1,3,224,224")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].split() == ["opcode", "name", "target", "args", "kwargs", "shape"]
+    assert len(lines) == 2 + 71
+    assert re.search(r"^call_module\s+conv1\s+conv1\s+\(x,\)\s+\{\}\s+\(1, 64, 112, 112\)$", p.stdout, re.M)
+    assert re.search(r"^output\s+output\s+output\s+\(fc,\)\s+\{\}\s+\(1, 1000\)$", p.stdout, re.M)
+
+
+def test_show_formats_small_model(workdir):
+    import torch
+    import torch.fx
+    sys.path.insert(0, str(workdir))
+    try:
+        import mymodels
+        ref = torch.fx.symbolic_trace(mymodels.Small())
+    finally:
+        sys.path.remove(str(workdir))
+    p = run(workdir, "show", "mymodels:Small", "-f", "graph")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == str(ref.graph).strip()
+    p = run(workdir, "show", "mymodels:factory")                 # factories are called
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == ref.code.strip()
+    p = run(workdir, "show", "mymodels:fn", "-f", "table")      # functions of tensors are traced
+    assert p.returncode == 0, p.stderr
+    assert [l.split()[0] for l in p.stdout.splitlines()[2:]] == \
+        ["placeholder", "placeholder", "call_function", "call_function", "output"]
+    assert "torch.relu" in p.stdout and "operator.add" in p.stdout
+
+
+def test_show_dot_is_valid(workdir, tmp_path):
+    p = run(workdir, "show", "torchvision.models:resnet18", "--format", "dot", "--input-shape", "1,3,224,224")
+    assert p.returncode == 0, p.stderr
+    name, nodes, edges = parse_dot(p.stdout)
+    assert name == "resnet18"
+    assert len(nodes) == 71
+    assert ("maxpool", "layer1_0_conv1") in edges and ("maxpool", "add") in edges
+    assert "torch.nn.modules.conv.Conv2d" in nodes["conv1"]["label"]
+    assert "shape=(1, 64, 112, 112)" in nodes["conv1"]["label"]
+    assert nodes["x"]["fillcolor"] == "AliceBlue"
+    n_users = sum(len(set(d for s, d in edges if s == n)) for n in nodes)
+    assert n_users == len(edges)  # one edge per (value, user) pair
+    if HAVE_DOT:
+        dot_file = tmp_path / "r.dot"
+        dot_file.write_text(p.stdout)
+        r = subprocess.run(["dot", "-Tsvg", str(dot_file)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert "<svg" in r.stdout
+
+
+def test_dot_escapes_hostile_names(workdir, tmp_path):
+    # A call_method target with DOT/record metacharacters, through the C++ exporter.
+    g = fxcpp.Graph()
+    x = g.placeholder("x")
+    n = g.call_method('we{ir}d|<m> "q" \\', (x, 'a{b}|c<d>"e\\'))
+    n.name = 'n"{|}\\'
+    g.output(n)
+    text = fxcpp._C._graph_to_dot(g, 'graph "name" \\')
+    name, nodes, edges = parse_dot(text)
+    assert len(nodes) == 3 and len(edges) == 2
+    if HAVE_DOT:
+        r = subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.skipif(not HAVE_DOT, reason="graphviz (dot) not installed")
+def test_show_dot_renders_svg(workdir, tmp_path):
+    out = tmp_path / "small.svg"
+    p = run(workdir, "show", "mymodels:Small", "--format", "dot", "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    assert out.read_text().lstrip().startswith(("<?xml", "<svg"))
+    out_dot = tmp_path / "small.dot"
+    p = run(workdir, "show", "mymodels:Small", "--format", "dot", "-o", str(out_dot))
+    assert p.returncode == 0, p.stderr
+    parse_dot(out_dot.read_text())
+
+
+def test_cli_main_in_process(workdir, capsys, monkeypatch):
+    # the console script's entry point, without a subprocess
+    from fxcpp.cli import main
+    monkeypatch.chdir(workdir)
+    monkeypatch.syspath_prepend(str(workdir))
+    assert main(["show", "mymodels:Small", "-f", "code"]) == 0
+    assert "def forward(self, x)" in capsys.readouterr().out
+    assert main(["show", "mymodels:nope"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fxcpp: error: 'mymodels' has no attribute 'nope'")
+
+
+# ---------------------------------------------------------------------------------------
+# error paths
+# ---------------------------------------------------------------------------------------
+
+def test_error_dynamic_control_flow(workdir):
+    p = run(workdir, "show", "mymodels:Dyn")
+    assert_clean_error(p, "cannot trace mymodels:Dyn: dynamic control flow", "mymodels.py:",
+                       "hint:", "--concrete-args", "--leaf-module", code=1)
+    p = run(workdir, "show", "mymodels:Flag")
+    assert_clean_error(p, "dynamic control flow", """--concrete-args '{"flag": true}'""", code=1)
+    p = run(workdir, "show", "mymodels:Flag", "--concrete-args", '{"flag": false}')
+    assert p.returncode == 0, p.stderr
+    assert "sub = x - 1" in p.stdout
+    p = run(workdir, "show", "mymodels:Outer")                # iteration inside a submodule
+    assert_clean_error(p, "in submodule 'inner'", "--leaf-module inner", code=1)
+    p = run(workdir, "show", "mymodels:Outer", "--leaf-module", "inner", "-f", "graph")
+    assert p.returncode == 0, p.stderr
+    assert "call_module[target=inner]" in p.stdout
+
+
+def test_error_bad_target_spec(workdir):
+    assert_clean_error(run(workdir, "show", "resnet18"), "expected MODULE:CALLABLE", code=2)
+    assert_clean_error(run(workdir, "show", "torchvision.modelz:resnet18"),
+                       "cannot import module 'torchvision.modelz'", code=1)
+    assert_clean_error(run(workdir, "show", "torchvision.models:resnet1800"),
+                       "has no attribute 'resnet1800'", "did you mean torchvision.models:resnet18", code=1)
+    assert_clean_error(run(workdir, "show", "mymodels:not_callable"), "is a int, not a callable", code=1)
+    assert_clean_error(run(workdir, "show", "mymodels:broken"), "calling mymodels:broken() failed",
+                       "RuntimeError: boom", code=1)
+    assert_clean_error(run(workdir, "show", "torch.nn:Linear"), "calling torch.nn:Linear() failed", code=1)
+
+
+def test_error_bad_options(workdir, tmp_path):
+    assert_clean_error(run(workdir, "show", "mymodels:Small", "--input-shape", "1,x"),
+                       "bad --input-shape", code=2)
+    assert_clean_error(run(workdir, "show", "mymodels:Small", "--input-shape", "2,5"),
+                       "running the traced model on an input of shape (2, 5) failed at node lin", code=1)
+    assert_clean_error(run(workdir, "show", "mymodels:Small", "--concrete-args", "{oops"),
+                       "bad --concrete-args", code=2)
+    assert_clean_error(run(workdir, "show", "mymodels:Small", "--format", "svg"), "invalid choice", code=2)
+    assert_clean_error(run(workdir, "show", "mymodels:Small", "-o", str(tmp_path / "no" / "such" / "x.py")),
+                       "cannot write", code=1)
+    if HAVE_DOT:
+        assert_clean_error(run(workdir, "show", "mymodels:Small", "-f", "dot", "-o", str(tmp_path / "x.nope")),
+                           "graphviz failed to render", code=1)
+    p = run(workdir)
+    assert p.returncode == 2 and "usage: fxcpp" in p.stderr
+
+
+def test_error_missing_graphviz(workdir, tmp_path):
+    # hide `dot` from PATH: rendering must fail with an install hint, .dot output still works
+    env_path = os.environ.get("PATH", "")
+    os.environ["PATH"] = str(tmp_path)
+    try:
+        p = run(workdir, "show", "mymodels:Small", "-f", "dot", "-o", str(tmp_path / "x.svg"))
+        assert_clean_error(p, "Graphviz's `dot` is not installed", "apt-get install graphviz", code=1)
+        p = run(workdir, "show", "mymodels:Small", "-f", "dot", "-o", str(tmp_path / "x.dot"))
+        assert p.returncode == 0, p.stderr
+    finally:
+        os.environ["PATH"] = env_path
+
+
+def test_bench_delegates_to_runner(workdir):
+    p = run(workdir, "bench", "--help-runner")
+    # bench/run.py exists in the checkout: the unknown flag reaches it (argparse error from the runner)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "run.py" in p.stderr and "--help-runner" in p.stderr
