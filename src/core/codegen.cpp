@@ -120,7 +120,15 @@ class Generator {
     return pc;
   }
 
-  std::string node_repr(const Node* n) { return ns_.create_name(n->name(), n, nullptr); }
+  /// Codegen name of a node of this graph: created at first mention (torch.fx
+  /// order), then cached by the node's dense index (held in its scratch word).
+  const std::string& node_repr(const Node* n) {
+    if (n->graph() != &g_) return ns_.create_name(n->name(), n, nullptr);  // lint-invalid graphs
+    size_t idx = static_cast<size_t>(n->scratch() >> 1);
+    const std::string*& slot = names_[idx];
+    if (!slot) slot = &ns_.create_name(n->name(), nullptr, nullptr);
+    return *slot;
+  }
 
  private:
   std::string add_global(const std::string& hint, const Object& obj) {
@@ -174,6 +182,7 @@ class Generator {
     order.reserve(g_.size());
     for (Node* n : g_.nodes()) order.push_back(n);
     last_uses_.assign(order.size(), {});
+    names_.assign(order.size(), nullptr);
     for (size_t i = order.size(); i-- > 0;) {
       Node* user = order[i];
       user->set_scratch(user->scratch() | (uint64_t(i) << 1));
@@ -351,6 +360,7 @@ class Generator {
   std::vector<std::string> body_;
   std::vector<std::string> wrapped_;
   std::vector<std::vector<Node*>> last_uses_;
+  std::vector<const std::string*> names_;  // codegen name by node index
   std::string maybe_return_annotation_;
   std::optional<std::string> prev_stacktrace_;
 };

@@ -55,7 +55,7 @@ NodeRange::iterator NodeRange::begin() const {
 
 // ---------------------------------------------------------------------- Graph
 Graph::Graph() {
-  root_ = new Node(this, Op::Root, "", Target(std::string("")));
+  root_ = new Node(this, Op::Root, intern_name(""), Target());
   root_->prev_ = root_->next_ = root_;
   insert_anchor_ = root_;
 }
@@ -85,7 +85,7 @@ Graph::~Graph() {
   while (n != root_) {
     Node* nx = n->next_;
     n->inputs_.clear();
-    delete n;
+    free_node(n);
     n = nx;
   }
   root_->inputs_.clear();
@@ -93,11 +93,11 @@ Graph::~Graph() {
 }
 
 size_t Graph::BucketKeyHash::operator()(const BucketKey& k) const {
-  return std::hash<std::string>()(k.str) ^ (std::hash<const void*>()(k.fn) * 31) ^ static_cast<size_t>(k.op);
+  return std::hash<const void*>()(k.key) * 31 + static_cast<size_t>(k.op);
 }
 
 Graph::BucketKey Graph::key_of(Op op, const Target& t) {
-  return BucketKey{op, t.fn ? t.fn.get() : nullptr, t.fn ? std::string() : t.str};
+  return BucketKey{op, t.fn ? t.fn.get() : t.str.id()};
 }
 
 void Graph::bucket_add(Node* n) {
@@ -200,18 +200,22 @@ Node* Graph::create_node(Op op, Target target, std::vector<Argument> args, KwArg
   } else if (target.is_object()) {
     candidate = snake_case(target.fn.name());
   } else {
-    std::string_view t = target.str;
+    std::string_view t = target.str.get();
     if (t.size() >= 4 && t.substr(0, 2) == "__" && t.substr(t.size() - 2) == "__") t = t.substr(2, t.size() - 4);
     else if (t == "__" || t == "___") t = std::string_view();
     candidate = snake_case(t);
   }
-  std::string uniq = names_.create_name(candidate, nullptr);
-  std::unique_ptr<Node> owned(new Node(this, op, std::move(uniq), std::move(target)));
-  owned->type_ = std::move(type);
-  owned->args_ = std::move(args);
-  owned->kwargs_ = std::move(kwargs);
-  owned->link_uses();  // validates arguments before linking anything; may throw
-  Node* n = owned.release();
+  const std::string& uniq = names_.create_name(candidate, nullptr);
+  Node* n = new (allocate_node()) Node(this, op, &uniq, std::move(target));
+  try {
+    if (type) n->set_type(std::move(type));
+    n->args_ = std::move(args);
+    if (!kwargs.empty()) n->kwargs_ = std::make_unique<KwArgs>(std::move(kwargs));
+    n->link_uses();  // validates arguments before linking anything; may throw
+  } catch (...) {
+    free_node(n);
+    throw;
+  }
   // torch.fx: _insert = anchor.prepend (before) or anchor.append (after).
   Node* pos = insert_after_ ? insert_anchor_->next_ : insert_anchor_;
   link_before(pos, n);
@@ -244,23 +248,24 @@ Node* Graph::call_module(const std::string& module, std::vector<Argument> args, 
 }
 
 Node* Graph::output(Argument result, Object type) {
-  return create_node(Op::Output, Target(std::string("output")), {std::move(result)}, {}, std::nullopt, std::move(type));
+  static const InternedString kOutput("output");
+  return create_node(Op::Output, Target(kOutput), {std::move(result)}, {}, std::nullopt, std::move(type));
 }
 
 Node* Graph::node_copy(const Node& node, const std::function<Argument(Node*)>& arg_transform) {
   std::vector<Argument> args;
   args.reserve(node.args_.size());
   KwArgs kwargs;
-  kwargs.reserve(node.kwargs_.size());
+  kwargs.reserve(node.kwargs().size());
   if (arg_transform) {
     for (auto& a : node.args_) args.push_back(a.map_nodes(arg_transform));
-    for (auto& kv : node.kwargs_) kwargs.emplace_back(kv.first, kv.second.map_nodes(arg_transform));
+    for (auto& kv : node.kwargs()) kwargs.emplace_back(kv.first, kv.second.map_nodes(arg_transform));
   } else {
     args = node.args_;
-    kwargs = node.kwargs_;
+    kwargs = node.kwargs();
   }
-  Node* n = create_node(node.op_, node.target_, std::move(args), std::move(kwargs), node.name_, node.type_);
-  if (node.meta_) n->meta_ = std::make_unique<KwArgs>(*node.meta_);
+  Node* n = create_node(node.op_, node.target_, std::move(args), std::move(kwargs), node.name(), node.type());
+  if (node.has_meta()) n->meta() = node.extra_->meta ? *node.extra_->meta : KwArgs();
   return n;
 }
 
@@ -283,11 +288,16 @@ std::optional<Argument> Graph::graph_copy(const Graph& other, std::unordered_map
 }
 
 std::unique_ptr<Graph> Graph::clone() const {
+  // Old -> new mapping lives in each source node's scratch word (no hashing).
   auto g = std::make_unique<Graph>();
-  std::unordered_map<const Node*, Argument> val_map;
-  const Node* out = nullptr;
-  auto rv = g->graph_copy(*this, val_map, &out);
-  if (out) g->output(rv ? *rv : Argument(), out->type_);
+  auto mapped = [](Node* n) { return Argument::node(reinterpret_cast<Node*>(static_cast<uintptr_t>(n->scratch()))); };
+  for (Node* n : nodes()) {
+    if (n->op_ == Op::Output) {
+      g->output(n->args_.empty() ? Argument() : n->args_[0].map_nodes(mapped), n->type());
+      break;
+    }
+    n->set_scratch(reinterpret_cast<uintptr_t>(g->node_copy(*n, mapped)));
+  }
   return g;
 }
 
@@ -296,11 +306,11 @@ void Graph::erase_node(Node* n) {
   if (n->erased_) return;
   if (n->num_users_ > 0) {
     std::ostringstream os;
-    os << "Tried to erase Node " << n->name_ << " but it still had " << n->num_users_
+    os << "Tried to erase Node " << n->name() << " but it still had " << n->num_users_
        << " users in the graph: {";
     bool first = true;
     for (Node* u : n->users()) {
-      os << (first ? "" : ", ") << u->name_ << ": None";
+      os << (first ? "" : ", ") << u->name() << ": None";
       first = false;
     }
     os << "}!";
@@ -312,8 +322,8 @@ void Graph::erase_node(Node* n) {
   na.reserve(n->args_.size());
   for (auto& a : n->args_) na.push_back(a.map_nodes(to_none));
   KwArgs nk;
-  nk.reserve(n->kwargs_.size());
-  for (auto& kv : n->kwargs_) nk.emplace_back(kv.first, kv.second.map_nodes(to_none));
+  nk.reserve(n->kwargs().size());
+  for (auto& kv : n->kwargs()) nk.emplace_back(kv.first, kv.second.map_nodes(to_none));
   n->set_args_kwargs(std::move(na), std::move(nk));
   bucket_remove(n);
   --size_;
@@ -332,7 +342,34 @@ void Graph::erase_node(Node* n) {
     return;
   }
   unlink(n);
-  delete n;
+  free_node(n);
+}
+
+// Note [Node slabs]: nodes come from per-graph slabs so that a graph built in
+// order is laid out in order (iteration, lint and codegen stream through
+// memory). Freed nodes go to a free list reused by later creations.
+void* Graph::allocate_node() {
+  if (free_list_) {
+    void* p = free_list_;
+    free_list_ = *static_cast<void**>(p);
+    return p;
+  }
+  if (slab_used_ == kSlabNodes) {
+    slabs_.emplace_back(new Slot[kSlabNodes]);
+    slab_used_ = 0;
+  }
+  return &slabs_.back()[slab_used_++];
+}
+
+void Graph::free_node(Node* n) {
+  n->~Node();
+  *reinterpret_cast<void**>(n) = free_list_;
+  free_list_ = n;
+}
+
+const std::string* Graph::intern_name(const std::string& n) {
+  if (const std::string* s = names_.find(n)) return s;
+  return &*extra_names_.insert(n).first;
 }
 
 void Graph::iterator_closed() {
@@ -342,14 +379,14 @@ void Graph::iterator_closed() {
   for (Node* n : dead) {
     if (n->binding_) continue;  // a binding took it over: it is a tombstone now
     unlink(n);
-    delete n;
+    free_node(n);
   }
 }
 
 void Graph::release_tombstone(Node* n) {
   if (!n->erased_) return;
   unlink(n);
-  delete n;
+  free_node(n);
 }
 
 std::vector<Node*> Graph::find_nodes(Op op, const Target* target) const {

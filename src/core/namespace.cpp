@@ -1,6 +1,7 @@
 #include "fxcpp/core/namespace.h"
 
 #include <cctype>
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 
@@ -52,9 +53,18 @@ NameRules& name_rules() {
     std::istringstream in(kCustomBuiltins);
     std::string w;
     while (in >> w) r->custom_builtins.emplace_back(w, Object());
+    r->refresh();
     return r;
   }();
   return *rules;
+}
+
+void NameRules::refresh() {
+  auto ends_digit = [](const std::string& w) { return !w.empty() && std::isdigit(static_cast<unsigned char>(w.back())); };
+  digit_suffixed_reserved = false;
+  for (auto& w : keywords) digit_suffixed_reserved |= ends_digit(w);
+  for (auto& w : builtins) digit_suffixed_reserved |= ends_digit(w);
+  for (auto& kv : custom_builtins) digit_suffixed_reserved |= ends_digit(kv.first);
 }
 
 bool NameRules::is_custom_builtin(const std::string& name, const Object** obj) const {
@@ -98,64 +108,76 @@ bool Namespace::is_illegal(const std::string& name, const Object* obj) const {
   return false;
 }
 
-std::string Namespace::create_name(std::string_view candidate_in, const void* key, const Object* obj) {
+const std::string& Namespace::create_name(std::string_view candidate_in, const void* key, const Object* obj) {
   if (key) {
     auto it = obj_to_name_.find(key);
     if (it != obj_to_name_.end()) return it->second;
   }
-  // Replace each run of characters illegal in an identifier by one '_'.
+  // Replace each run of characters illegal in an identifier by one '_'
+  // (copy-free when the candidate is already clean).
+  bool clean = !candidate_in.empty();
+  for (unsigned char c : candidate_in) clean = clean && c < 0x80 && is_ascii_alnum_(c);
   std::string cand;
-  cand.reserve(candidate_in.size() + 1);
-  bool in_run = false;
-  for (unsigned char c : candidate_in) {
-    if (c < 0x80 && is_ascii_alnum_(c)) {
-      cand.push_back(static_cast<char>(c));
-      in_run = false;
-    } else if (!in_run) {
-      cand.push_back('_');
-      in_run = true;
+  if (clean) {
+    cand.assign(candidate_in.data(), candidate_in.size());
+  } else {
+    cand.reserve(candidate_in.size() + 1);
+    bool in_run = false;
+    for (unsigned char c : candidate_in) {
+      if (c < 0x80 && is_ascii_alnum_(c)) {
+        cand.push_back(static_cast<char>(c));
+        in_run = false;
+      } else if (!in_run) {
+        cand.push_back('_');
+        in_run = true;
+      }
     }
   }
   if (cand.empty()) throw std::out_of_range("string index out of range");
   if (std::isdigit(static_cast<unsigned char>(cand[0]))) cand.insert(cand.begin(), '_');
 
   // Split a trailing "_<digits>" suffix (regex (.*)_(\d+)$, greedy).
-  std::string base = cand;
-  uint64_t num = 0;
-  bool has_num = false;
   size_t end = cand.size();
   size_t p = end;
   while (p > 0 && std::isdigit(static_cast<unsigned char>(cand[p - 1]))) --p;
+  size_t base_len = cand.size();
+  uint64_t num = 0;
   if (p < end && p > 0 && cand[p - 1] == '_') {
-    std::string digits = cand.substr(p);
-    size_t nz = digits.find_first_not_of('0');
-    std::string sig = nz == std::string::npos ? "0" : digits.substr(nz);
-    if (sig.size() <= 18) {
-      base = cand.substr(0, p - 1);
-      num = std::stoull(sig);
-      has_num = true;
+    size_t nz = p;
+    while (nz < end - 1 && cand[nz] == '0') ++nz;  // int() drops leading zeros
+    if (end - nz <= 18) {
+      base_len = p - 1;
+      num = std::stoull(cand.substr(nz));
+      if (nz != p) cand = cand.substr(0, p) + cand.substr(nz);  // normalized "base_N"
     }
   }
-  std::string candidate = has_num ? base + "_" + std::to_string(num) : base;
-
-  if (used_.count(candidate) || is_illegal(candidate, obj)) {
+  const NameRules& rules = name_rules();
+  auto illegal = [&](const std::string& name, bool suffixed) {
+    return (!suffixed || rules.digit_suffixed_reserved) && is_illegal(name, obj);
+  };
+  bool suffixed = base_len != cand.size();
+  if (used_.count(cand) || illegal(cand, suffixed)) {
     // Search base_{num+1}, base_{num+2}, ... (Note [Linear-time naming]).
+    cand.resize(base_len);
     uint64_t start = num + 1;
-    uint64_t& hint = hint_[base];
+    uint64_t& hint = hint_[cand];
     if (hint == 0) hint = 1;
     bool from_hint = start <= hint;
     uint64_t k = from_hint ? hint : start;
-    std::string trial;
+    cand.push_back('_');
+    size_t stem = cand.size();
+    char digits[24];
     for (;; ++k) {
-      trial = base + "_" + std::to_string(k);
-      if (!used_.count(trial) && !is_illegal(trial, obj)) break;
+      int len = std::snprintf(digits, sizeof(digits), "%llu", static_cast<unsigned long long>(k));
+      cand.resize(stem);
+      cand.append(digits, static_cast<size_t>(len));
+      if (!used_.count(cand) && !illegal(cand, true)) break;
     }
     if (from_hint) hint = k + 1;
-    candidate = std::move(trial);
   }
-  used_.insert(candidate);
-  if (key) obj_to_name_[key] = candidate;
-  return candidate;
+  const std::string& stored = *used_.insert(std::move(cand)).first;
+  if (key) return obj_to_name_.emplace(key, stored).first->second;
+  return stored;
 }
 
 }  // namespace fxcpp

@@ -33,8 +33,31 @@ std::optional<Op> parse_op(std::string_view s) {
   return std::nullopt;
 }
 
-Node::Node(Graph* g, Op op, std::string name, Target target)
-    : graph_(g), name_(std::move(name)), target_(std::move(target)), op_(op) {}
+Node::Node(Graph* g, Op op, const std::string* name, Target target)
+    : graph_(g), name_(name), target_(std::move(target)), op_(op) {}
+
+void Node::set_name(const std::string& n) {
+  name_ = graph_->intern_name(n);
+  ++attrs_version_;
+}
+
+const KwArgs& Node::kwargs() const {
+  static const KwArgs empty;
+  return kwargs_ ? *kwargs_ : empty;
+}
+
+const Object& Node::type() const {
+  static const Object none;
+  return extra_ ? extra_->type : none;
+}
+
+void Node::set_type(Object t) {
+  if (!extra_) {
+    if (!t) return;
+    extra_ = std::make_unique<Extra>();
+  }
+  extra_->type = std::move(t);
+}
 
 Node::~Node() { unlink_uses(); }
 
@@ -85,7 +108,7 @@ std::vector<Node*> collect_inputs(const std::vector<Argument>& args, const KwArg
 }
 }  // namespace
 
-void Node::link_uses() { link_uses(collect_inputs(args_, kwargs_)); }
+void Node::link_uses() { link_uses(collect_inputs(args_, kwargs())); }
 
 void Node::link_uses(const std::vector<Node*>& uniq) {
   inputs_.resize(uniq.size());
@@ -107,7 +130,9 @@ void Node::set_args_kwargs(std::vector<Argument> args, KwArgs kwargs) {
   std::vector<Node*> uniq = collect_inputs(args, kwargs);  // may throw: nothing changed yet
   unlink_uses();
   args_ = std::move(args);
-  kwargs_ = std::move(kwargs);
+  if (kwargs.empty()) kwargs_.reset();
+  else if (kwargs_) *kwargs_ = std::move(kwargs);
+  else kwargs_ = std::make_unique<KwArgs>(std::move(kwargs));
   link_uses(uniq);
   ++args_version_;
 }
@@ -120,7 +145,7 @@ void Node::update_arg(size_t idx, Argument arg) {
 }
 
 void Node::update_kwarg(const std::string& key, Argument arg) {
-  KwArgs k = kwargs_;
+  KwArgs k = kwargs();
   bool found = false;
   for (auto& kv : k)
     if (kv.first == key) {
@@ -147,8 +172,9 @@ std::vector<Node*> Node::users_vector() const {
 }
 
 KwArgs& Node::meta() {
-  if (!meta_) meta_ = std::make_unique<KwArgs>();
-  return *meta_;
+  if (!extra_) extra_ = std::make_unique<Extra>();
+  if (!extra_->meta) extra_->meta = std::make_unique<KwArgs>();
+  return *extra_->meta;
 }
 
 Node* Node::next() const {
@@ -191,8 +217,8 @@ std::vector<Node*> Node::replace_all_uses_with(const Argument& with, const std::
     na.reserve(u->args_.size());
     for (auto& a : u->args_) na.push_back(a.map_nodes(repl));
     KwArgs nk;
-    nk.reserve(u->kwargs_.size());
-    for (auto& kv : u->kwargs_) nk.emplace_back(kv.first, kv.second.map_nodes(repl));
+    nk.reserve(u->kwargs().size());
+    for (auto& kv : u->kwargs()) nk.emplace_back(kv.first, kv.second.map_nodes(repl));
     u->set_args_kwargs(std::move(na), std::move(nk));
     changed.push_back(u);
   }
@@ -205,8 +231,8 @@ void Node::replace_input_with(Node* old_input, const Argument& new_input) {
   na.reserve(args_.size());
   for (auto& a : args_) na.push_back(a.map_nodes(repl));
   KwArgs nk;
-  nk.reserve(kwargs_.size());
-  for (auto& kv : kwargs_) nk.emplace_back(kv.first, kv.second.map_nodes(repl));
+  nk.reserve(kwargs().size());
+  for (auto& kv : kwargs()) nk.emplace_back(kv.first, kv.second.map_nodes(repl));
   set_args_kwargs(std::move(na), std::move(nk));
 }
 

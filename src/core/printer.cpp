@@ -157,6 +157,9 @@ std::string format_arg(const Argument& a) {
 std::optional<std::string> Node::format_node(std::vector<std::string>* placeholder_names,
                                              std::string* maybe_return_typename) const {
   std::string users = "[#users=" + std::to_string(num_users_) + "]";
+  const Object& type_ = type();
+  const std::string& name_ = name();
+  const KwArgs& kwargs_ = kwargs();
   switch (op_) {
     case Op::Placeholder: {
       std::string arg_str = target_.str;
@@ -180,7 +183,7 @@ std::optional<std::string> Node::format_node(std::vector<std::string>* placehold
     case Op::Root: return std::string();
     default: {
       std::string maybe_typename = type_ ? type_str(type_) + " " : "";
-      std::string tgt = target_.fn ? target_.fn.iface()->pretty_target(target_.fn.get()) : target_.str;
+      std::string tgt = target_.fn ? target_.fn.iface()->pretty_target(target_.fn.get()) : target_.str.get();
       std::string a = "(";
       for (size_t i = 0; i < args_.size(); ++i) {
         if (i) a += ", ";

@@ -52,6 +52,7 @@ PyObject* set_name_rules(PyObject*, PyObject* args) {
   }
   Py_DECREF(seq);
   r.custom_builtins = std::move(cb);
+  r.refresh();
   Py_RETURN_NONE;
   FXCPP_CATCH(nullptr)
 }

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "fxcpp/core/namespace.h"
@@ -155,6 +156,8 @@ class Graph {
   /// Nodes with this op (and target, if given), in graph order. O(#results log #results).
   std::vector<Node*> find_nodes(Op op, const Target* target = nullptr) const;
   Namespace& names() { return names_; }
+  /// Storage for a node name that did not come from the namespace (renames).
+  const std::string* intern_name(const std::string& n);
 
   // ---- printing -------------------------------------------------------------------------
   /// torch.fx str(graph).
@@ -173,11 +176,11 @@ class Graph {
   friend class Node;
   friend class InsertGuard;
   friend class NodeRange;
+  // (op, identity of the target): the fn object, or the interned string.
   struct BucketKey {
     Op op;
-    const void* fn;
-    std::string str;
-    bool operator==(const BucketKey& o) const { return op == o.op && fn == o.fn && str == o.str; }
+    const void* key;
+    bool operator==(const BucketKey& o) const { return op == o.op && key == o.key; }
   };
   struct BucketKeyHash { size_t operator()(const BucketKey& k) const; };
   struct Bucket { Node* head = nullptr; Node* tail = nullptr; size_t count = 0; };
@@ -190,6 +193,8 @@ class Graph {
   void bucket_add(Node* n);
   void bucket_remove(Node* n);
   void destroy(Node* n);
+  void* allocate_node();
+  void free_node(Node* n);
   void iterator_opened() { ++iterators_; }
   void iterator_closed();
 
@@ -198,10 +203,17 @@ class Graph {
   Node* insert_anchor_;
   bool insert_after_ = false;
   Namespace names_;
+  std::unordered_set<std::string> extra_names_;  // texts of renamed nodes
   std::unordered_map<BucketKey, Bucket, BucketKeyHash> buckets_;
   GraphObserver* observer_ = nullptr;
   ImpureFn module_impure_;
   size_t iterators_ = 0;             // live NodeRange iterators
+  // Note [Node slabs]
+  struct alignas(Node) Slot { unsigned char bytes[sizeof(Node)]; };
+  static constexpr size_t kSlabNodes = 256;
+  std::vector<std::unique_ptr<Slot[]>> slabs_;
+  size_t slab_used_ = kSlabNodes;
+  void* free_list_ = nullptr;
   std::vector<Node*> graveyard_;     // nodes erased while iterators_ > 0
 };
 

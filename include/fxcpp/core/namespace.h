@@ -29,6 +29,10 @@ struct NameRules {
   /// torch.fx `_custom_builtins`, in registration order: name -> object.
   std::vector<std::pair<std::string, Object>> custom_builtins;
   bool is_custom_builtin(const std::string& name, const Object** obj) const;
+  /// True when some reserved name ends in a digit (then "base_N" names must
+  /// be checked against the reserved sets too). Refreshed by refresh().
+  bool digit_suffixed_reserved = false;
+  void refresh();
 };
 /// The rules in force (defaults: Python 3.11 keywords and builtins).
 NameRules& name_rules();
@@ -42,8 +46,15 @@ class Namespace {
  public:
   /// torch.fx create_name(candidate, obj). `key` identifies the object the name
   /// is associated with (nullptr: none); `obj` is used for builtin shadowing
-  /// checks (may be null). Returns the name. Amortized O(|candidate|).
-  std::string create_name(std::string_view candidate, const void* key, const Object* obj = nullptr);
+  /// checks (may be null). Returns the name, stored in (and owned by) this
+  /// namespace: the reference stays valid for the namespace's lifetime.
+  /// Amortized O(|candidate|).
+  const std::string& create_name(std::string_view candidate, const void* key, const Object* obj = nullptr);
+  /// The stored copy of `name` if it is in use, else null.
+  const std::string* find(const std::string& name) const {
+    auto it = used_.find(name);
+    return it == used_.end() ? nullptr : &*it;
+  }
   /// Associates an already-created name with `key`.
   void associate(const std::string& name, const void* key) { obj_to_name_[key] = name; }
   bool is_used(const std::string& name) const { return used_.count(name) != 0; }

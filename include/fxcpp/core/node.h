@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "fxcpp/core/argument.h"
+#include "fxcpp/core/interned.h"
 #include "fxcpp/core/object.h"
 
 namespace fxcpp {
@@ -55,14 +56,15 @@ struct Use {
 };
 
 /// A call target: a string for every op but call_function, whose target is an
-/// opaque callable object.
+/// opaque callable object. 24 bytes (Note [Interned targets]).
 struct Target {
-  std::string str;
+  InternedString str;
   Object fn;
   Target() = default;
-  Target(std::string s) : str(std::move(s)) {}  // NOLINT: implicit by design
-  Target(const char* s) : str(s) {}             // NOLINT
-  Target(Object f) : fn(std::move(f)) {}        // NOLINT
+  Target(const std::string& s) : str(s) {}  // NOLINT: implicit by design
+  Target(const char* s) : str(s) {}         // NOLINT
+  Target(InternedString s) : str(s) {}      // NOLINT
+  Target(Object f) : fn(std::move(f)) {}    // NOLINT
   bool is_object() const { return static_cast<bool>(fn); }
 };
 
@@ -101,9 +103,10 @@ class Node {
 
   // ---- identity -------------------------------------------------------------
   /// Unique (within the graph's namespace at creation) value name. O(1).
-  const std::string& name() const { return name_; }
+  /// The text is owned by the graph (stored once, in its namespace).
+  const std::string& name() const { return *name_; }
   /// Renames without consulting the namespace (torch.fx `node.name = ...`).
-  void set_name(std::string n) { name_ = std::move(n); }
+  void set_name(const std::string& n);
   Op op() const { return op_; }
   /// Owning graph. Never null (a tombstone still points at its graph).
   Graph* graph() const { return graph_; }
@@ -118,10 +121,10 @@ class Node {
 
   // ---- arguments --------------------------------------------------------------
   const std::vector<Argument>& args() const { return args_; }
-  const KwArgs& kwargs() const { return kwargs_; }
+  const KwArgs& kwargs() const;
   /// Replaces args and kwargs and rewires uses (Note [Use lists]). O(size).
   void set_args_kwargs(std::vector<Argument> args, KwArgs kwargs);
-  void set_args(std::vector<Argument> args) { set_args_kwargs(std::move(args), kwargs_); }
+  void set_args(std::vector<Argument> args) { set_args_kwargs(std::move(args), kwargs()); }
   void set_kwargs(KwArgs kwargs) { set_args_kwargs(args_, std::move(kwargs)); }
   /// torch.fx update_arg: args[idx] = arg. Throws std::out_of_range.
   void update_arg(size_t idx, Argument arg);
@@ -130,6 +133,8 @@ class Node {
   /// Unique input nodes in first-appearance order (torch.fx all_input_nodes).
   std::vector<Node*> all_input_nodes() const;
   size_t num_inputs() const { return inputs_.size(); }
+  /// The i-th use record (0 <= i < num_inputs()). O(1).
+  const Use& input_use(size_t i) const { return inputs_[i]; }
 
   // ---- users --------------------------------------------------------------------
   size_t num_users() const { return num_users_; }
@@ -137,11 +142,11 @@ class Node {
   std::vector<Node*> users_vector() const;
 
   // ---- type annotation & metadata ---------------------------------------------------
-  const Object& type() const { return type_; }
-  void set_type(Object t) { type_ = std::move(t); }
+  const Object& type() const;
+  void set_type(Object t);
   /// C++-side metadata (the Python layer keeps its own `meta` dict).
   KwArgs& meta();
-  bool has_meta() const { return meta_ != nullptr; }
+  bool has_meta() const { return extra_ && extra_->meta; }
 
   // ---- list position --------------------------------------------------------------
   /// Next / previous live node; the graph's root sentinel at either end. O(1)
@@ -193,7 +198,7 @@ class Node {
 
  private:
   friend class Graph;
-  Node(Graph* g, Op op, std::string name, Target target);
+  Node(Graph* g, Op op, const std::string* name, Target target);
   void link_uses();
   void link_uses(const std::vector<Node*>& unique_inputs);
   void unlink_uses();
@@ -207,12 +212,17 @@ class Node {
   Node* bucket_prev_ = nullptr;
   Node* bucket_next_ = nullptr;
 
-  std::string name_;
+  // Rarely set fields, allocated on first use.
+  struct Extra {
+    Object type;
+    std::unique_ptr<KwArgs> meta;
+  };
+
+  const std::string* name_;          // owned by the graph
   Target target_;
   std::vector<Argument> args_;
-  KwArgs kwargs_;
-  Object type_;
-  std::unique_ptr<KwArgs> meta_;
+  std::unique_ptr<KwArgs> kwargs_;   // null: no kwargs
+  std::unique_ptr<Extra> extra_;
 
   std::vector<Use> inputs_;   // unique inputs (Note [Use lists])
   Use* users_head_ = nullptr;
