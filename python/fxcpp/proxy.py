@@ -9,6 +9,8 @@ differences:
   not override the corresponding hooks.
 """
 import dis
+
+import torch.fx.proxy as _torch_fx_proxy
 import inspect
 import operator
 import sys
@@ -394,7 +396,9 @@ def assert_fn(x):
 
 
 @compatibility(is_backward_compatible=True)
-class TraceError(ValueError):
+# A subclass of torch.fx's TraceError (itself a ValueError), so code written
+# against torch.fx that catches its TraceError also catches ours.
+class TraceError(_torch_fx_proxy.TraceError):
     pass
 
 
