@@ -1,11 +1,11 @@
 """``annotate`` helper (mirrors ``torch.fx.annotate``)."""
 from ._compatibility import compatibility
+from .proxy import Proxy
 
 
 @compatibility(is_backward_compatible=False)
 def annotate(val, type):
     # ``val`` is either a regular value (not tracing) or a Proxy (tracing).
-    from .proxy import Proxy
     if not isinstance(val, Proxy):
         return val
     node = val.node

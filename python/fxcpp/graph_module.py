@@ -230,7 +230,18 @@ def _deserialize_graph_module(forward, body: Dict[Any, Any]) -> torch.nn.Module:
 # Attribute copying helpers
 # ---------------------------------------------------------------------------
 
+_module_setattr = torch.nn.Module.__setattr__
+
+
 def _install(to_module: torch.nn.Module, field: str, value: Any) -> None:
+    # Fast path: a submodule under a fresh name is exactly what
+    # nn.Module.__setattr__ would store in _modules (after all its checks).
+    if (isinstance(value, torch.nn.Module) and type(to_module).__setattr__ is _module_setattr
+            and field not in to_module.__dict__ and field not in to_module._parameters
+            and field not in to_module._buffers and field not in to_module._modules and '.' not in field
+            and field):
+        to_module._modules[field] = value
+        return
     # plain tensors (not Parameters) become buffers
     if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
         to_module.register_buffer(field, value)
