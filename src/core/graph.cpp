@@ -385,6 +385,10 @@ void Graph::iterator_closed() {
 
 void Graph::release_tombstone(Node* n) {
   if (!n->erased_) return;
+  if (iterators_ > 0) {
+    graveyard_.push_back(n);  // an iterator may be parked on it
+    return;
+  }
   unlink(n);
   free_node(n);
 }

@@ -114,17 +114,18 @@ def parse_dot(text):
         assert m and m.end() > pos, f"bad token at {pos}: {text[pos:pos + 30]!r}"
         toks.append(next((k, v) for k, v in m.groupdict().items() if v is not None))
         pos = m.end()
-    it = iter(toks + [("eof", "")])
-    cur = [next(it)]
+    toks.append(("eof", ""))
+    pos = [0]
 
     def peek():
-        return cur[0]
+        return toks[pos[0]]
 
     def take(kind=None, value=None):
-        t = cur[0]
+        t = toks[pos[0]]
         assert kind is None or t[0] == kind, f"expected {kind}, got {t}"
         assert value is None or t[1] == value, f"expected {value!r}, got {t}"
-        cur[0] = next(it)
+        if t[0] != "eof":
+            pos[0] += 1
         return t
 
     def ident():

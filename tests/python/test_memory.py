@@ -92,3 +92,19 @@ def test_erased_node_wrappers_release_core_nodes():
     gc.collect()
     assert len(g.nodes) == 1
     assert len(list(g.nodes)) == 1
+
+
+def test_dce_erasing_nodes_only_the_core_holds():
+    # Regression: the wrapper of an erased node held only by the core died
+    # inside the C++ DCE loop and freed the node under its iterator.
+    g = fx.Graph()
+    x = g.placeholder('x')
+    a = g.call_function(operator.add, (x, 1))
+    c = g.call_method('conjugate', (a,))
+    d = g.call_method('neg', (c,))
+    g.output(a)
+    del x, a, c, d
+    gc.collect()
+    assert g.eliminate_dead_code()
+    assert [n.name for n in g.nodes] == ['x', 'add', 'output']
+    g.lint()

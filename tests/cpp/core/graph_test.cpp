@@ -384,3 +384,24 @@ TEST(CrossGraph, DestroyingAGraphCutsForeignEdges) {
   EXPECT_TRUE(user->args()[0].is_none());
   EXPECT_EQ(user->num_inputs(), 0u);
 }
+
+TEST(Tombstones, ReleasedDuringIterationIsDeferred) {
+  RecordingObserver obs;
+  int dummy = 0;
+  Graph g;
+  g.set_observer(&obs);
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  Node* b = g.call_function(F(kNeg), {N(x)});
+  g.output(N(x));
+  a->set_binding(&dummy);
+  for (Node* n : g.nodes()) {
+    if (n == a) {
+      g.erase_node(a);          // tombstone
+      a->set_binding(nullptr);  // the binding lets go at once
+      g.release_tombstone(a);   // must not free under the iterator
+    }
+  }
+  (void)b;
+  EXPECT_EQ(names(g), (std::vector<std::string>{"x", "neg", "output"}));
+}

@@ -1,0 +1,518 @@
+"""The ``fxcpp`` command line (also ``python3 -m fxcpp``).
+
+    fxcpp show MODULE:CALLABLE [--format code|graph|table|dot] [--input-shape 1,3,224,224] [-o FILE]
+    fxcpp bench [--quick | --full] [...]
+    fxcpp demo [--quick]
+
+Expected problems (a bad MODULE:CALLABLE, a model that cannot be traced, a
+missing graphviz, ...) end with a short ``fxcpp: error: ...`` message, a hint,
+and a non-zero exit status; set FXCPP_DEBUG=1 to see the full traceback.
+"""
+import argparse
+import difflib
+import importlib
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import traceback
+from typing import Any, Dict, List, Optional, Sequence
+
+__all__ = ["main", "graph_table", "CliError"]
+
+EXIT_ERROR = 1   # the command failed (untraceable model, import error, ...)
+EXIT_USAGE = 2   # bad command line (argparse uses 2 as well)
+
+
+class CliError(Exception):
+    """An expected failure: printed as `fxcpp: error: <msg>` plus optional hint lines
+    (`hint` is a str or a list of str)."""
+
+    def __init__(self, msg: str, hint=None, code: int = EXIT_ERROR):
+        super().__init__(msg)
+        self.hint = hint
+        self.code = code
+
+
+# ------------------------------------------------------------------------------------
+# Formatting
+# ------------------------------------------------------------------------------------
+
+def _clip(s: str, width: int) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= width else s[: width - 3] + "..."
+
+
+def _target_str(node) -> str:
+    if node.op == "call_function":
+        return node._pretty_print_target(node.target)
+    return str(node.target)
+
+
+def graph_table(graph, limit: Optional[int] = None, shapes: bool = False, width: int = 44) -> str:
+    """The nodes of `graph` as a text table (opcode, name, target, args, kwargs
+    [, shape]) -- print_tabular without the tabulate dependency. Shows at most
+    `limit` rows (all when None)."""
+    headers = ["opcode", "name", "target", "args", "kwargs"] + (["shape"] if shapes else [])
+    rows: List[List[str]] = []
+    total = 0
+    for n in graph.nodes:
+        total += 1
+        if limit is not None and len(rows) >= limit:
+            continue
+        row = [n.op, n.name, _target_str(n), str(n.args), str(n.kwargs)]
+        if shapes:
+            row.append(_shape_str(n.meta.get("fxcpp_shape")))
+        rows.append([_clip(c, width) for c in row])
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    fmt = "  ".join("{:<%d}" % w for w in widths)
+    lines = [fmt.format(*headers).rstrip(), "  ".join("-" * w for w in widths)]
+    lines += [fmt.format(*r).rstrip() for r in rows]
+    if limit is not None and total > len(rows):
+        lines.append(f"... ({total - len(rows)} more rows, {total} in all)")
+    return "\n".join(lines)
+
+
+def _shape_str(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, tuple) and all(isinstance(d, int) for d in v):
+        return "(" + ", ".join(map(str, v)) + ")"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_shape_str(x) for x in v) + "]"
+    return str(v)
+
+
+# ------------------------------------------------------------------------------------
+# Loading and tracing a model
+# ------------------------------------------------------------------------------------
+
+_EXAMPLE = "torchvision.models:resnet18"
+
+
+def load_callable(spec: str):
+    """MODULE:CALLABLE -> the object. Raises CliError with a precise reason."""
+    if spec.count(":") != 1 or not all(spec.split(":")):
+        raise CliError(f"expected MODULE:CALLABLE, got {spec!r}",
+                       f"for example `fxcpp show {_EXAMPLE}` (a module path, a colon, then a callable "
+                       "or nn.Module in it; dotted attributes such as pkg.mod:Class.factory work too)",
+                       EXIT_USAGE)
+    mod_name, attr_path = spec.split(":")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like `python -m`: models in the current directory
+    try:
+        mod = importlib.import_module(mod_name)
+    except ModuleNotFoundError as e:
+        if e.name and (mod_name == e.name or mod_name.startswith(e.name + ".")):
+            raise CliError(f"cannot import module {mod_name!r}: no module named {e.name!r}",
+                           "check the spelling, and that the module is importable from the current "
+                           "directory or PYTHONPATH")
+        raise CliError(f"importing {mod_name!r} failed: {type(e).__name__}: {e}",
+                       "the module itself imports something that is not installed")
+    except Exception as e:  # noqa: BLE001 -- errors in user code
+        raise CliError(f"importing {mod_name!r} failed: {type(e).__name__}: {_first_line(e)}",
+                       _debug_hint())
+    obj: Any = mod
+    atoms = attr_path.split(".")
+    for i, atom in enumerate(atoms):
+        where = repr(mod_name) if i == 0 else f"{mod_name}:{'.'.join(atoms[:i])}"
+        if not hasattr(obj, atom):
+            names = [n for n in dir(obj) if not n.startswith("_")]
+            close = difflib.get_close_matches(atom, names, n=3)
+            prefix = f"{mod_name}:" + "".join(a + "." for a in atoms[:i])
+            hint = ("did you mean " + " or ".join(prefix + c for c in close) + "?") if close else (
+                f"list what it provides with: python3 -c 'import {mod_name}; print(dir({mod_name}))'")
+            raise CliError(f"{where} has no attribute {atom!r}", hint)
+        obj = getattr(obj, atom)
+    return obj
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip()
+    return s.splitlines()[0] if s else repr(e)
+
+
+def _debug_hint() -> str:
+    return "set FXCPP_DEBUG=1 for the full traceback"
+
+
+def instantiate(obj, spec: str):
+    """The thing to trace: an nn.Module, or a plain function when `obj` is one
+    that needs arguments. Classes and factories are called with no arguments
+    (weights=None when they accept a `weights` argument)."""
+    import torch
+
+    if isinstance(obj, torch.nn.Module):
+        return obj
+    if not callable(obj):
+        raise CliError(f"{spec} is a {type(obj).__name__}, not a callable or torch.nn.Module",
+                       f"point at a model class or factory, e.g. {_EXAMPLE}")
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        sig = None
+    if sig is not None and inspect.isfunction(obj):
+        required = [p for p in sig.parameters.values()
+                    if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if required:  # a function computing on tensors: trace it directly
+            return obj
+    kwargs = {}
+    if sig is not None and "weights" in sig.parameters:
+        kwargs["weights"] = None  # never download pretrained weights
+    try:
+        model = obj(**kwargs)
+    except Exception as e:  # noqa: BLE001 -- errors in user code
+        call = f"{spec}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+        raise CliError(f"calling {call} failed: {type(e).__name__}: {_first_line(e)}",
+                       "fxcpp show calls the callable with no arguments: point at a factory or class "
+                       "whose arguments all have defaults. " + _debug_hint())
+    if not isinstance(model, torch.nn.Module) and not inspect.isfunction(model):
+        raise CliError(f"{spec}() returned a {type(model).__name__}, not a torch.nn.Module",
+                       f"point at a model class or factory, e.g. {_EXAMPLE}")
+    if isinstance(model, torch.nn.Module):
+        model.eval()
+    return model
+
+
+def _user_frame(tb) -> Optional[str]:
+    """file:line of the innermost traceback frame outside fxcpp and torch."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    skip = (here, os.path.dirname(os.path.abspath(importlib.import_module("torch").__file__)))
+    found = None
+    for fs in traceback.extract_tb(tb):
+        path = os.path.abspath(fs.filename)
+        if not path.startswith(skip) and not fs.filename.startswith("<"):
+            found = f"{fs.filename}:{fs.lineno}" + (f"  ({fs.line.strip()})" if fs.line else "")
+    return found
+
+
+def trace(model, spec: str, concrete_args: Optional[Dict[str, Any]] = None,
+          leaf_modules: Sequence[str] = ()):
+    """fxcpp.symbolic_trace with friendly errors for untraceable models."""
+    import fxcpp
+    import torch
+
+    leaf = set(leaf_modules)
+
+    class CliTracer(fxcpp.Tracer):
+        def is_leaf_module(self, m: torch.nn.Module, qualname: str) -> bool:
+            if qualname in leaf or type(m).__name__ in leaf or torch.typename(m) in leaf:
+                return True
+            return super().is_leaf_module(m, qualname)
+
+    try:
+        tracer = CliTracer()
+        graph = tracer.trace(model, concrete_args=concrete_args)
+        name = model.__class__.__name__ if isinstance(model, torch.nn.Module) else model.__name__
+        return fxcpp.GraphModule(tracer.root, graph, name)
+    except Exception as e:  # noqa: BLE001 -- tracing runs user code
+        raise _trace_error(e, model, spec, concrete_args) from e
+
+
+def _trace_error(e: BaseException, model, spec: str, concrete_args) -> CliError:
+    import torch
+
+    msg = _first_line(e)
+    where = _user_frame(e.__traceback__)
+    # The innermost submodule (other than the root) whose forward was running.
+    sub = None
+    if isinstance(model, torch.nn.Module):
+        names = {id(m): n for n, m in model.named_modules()}
+        tb = e.__traceback__
+        while tb is not None:
+            slf = tb.tb_frame.f_locals.get("self")
+            if isinstance(slf, torch.nn.Module) and names.get(id(slf)):
+                sub = (names[id(slf)], torch.typename(slf))
+            tb = tb.tb_next
+    at = ""
+    if where:
+        at = f"\n  at {where}" + (f"\n  in submodule {sub[0]!r} ({sub[1]})" if sub else "")
+    # Forward parameters with defaults: the usual candidates for concrete_args.
+    fn = model.forward if isinstance(model, torch.nn.Module) else model
+    try:
+        params = inspect.signature(fn).parameters.values()
+        example = {p.name: p.default for p in params if p.default is not p.empty
+                   and isinstance(p.default, (bool, int, float, str, type(None)))}
+    except (TypeError, ValueError):
+        example = {}
+    example_json = json.dumps(example) if example else '{"ARG": VALUE}'
+    hints = []
+    if sub:
+        hints.append(f"call that submodule instead of tracing into it: --leaf-module {sub[0]}")
+    hints.append(f"specialize the inputs the control flow depends on: --concrete-args '{example_json}'"
+                 if not concrete_args else "specialize further inputs with --concrete-args")
+    if not sub:
+        hints.append("or keep a submodule opaque: --leaf-module NAME (qualified name or class name)")
+    hints.append("in Python: symbolic_trace(model, concrete_args=...) or a Tracer subclass whose "
+                 "is_leaf_module returns True for the submodule")
+    dynamic = "control flow" in msg or "cannot be iterated" in msg or type(e).__name__ == "TraceError"
+    if dynamic:
+        return CliError(f"cannot trace {spec}: dynamic control flow (a branch or loop depends on a traced "
+                        f"value): {msg}{at}", hints)
+    return CliError(f"cannot trace {spec}: {type(e).__name__}: {msg}{at}", hints + [_debug_hint()])
+
+
+def parse_shape(text: str):
+    fields = [f.strip() for f in text.strip().replace("x", ",").split(",")]  # 1,3,224,224 or 1x3x224x224
+    dims = tuple(int(f) for f in fields) if all(f.isdigit() for f in fields) else ()
+    if not dims or any(d <= 0 for d in dims):
+        raise CliError(f"bad --input-shape {text!r}: expected comma-separated positive integers",
+                       "for example --input-shape 1,3,224,224", EXIT_USAGE)
+    return dims
+
+
+def propagate_shapes(gm, shape) -> None:
+    """Runs `gm` node by node on torch.randn(shape), storing each node's output
+    shape (a tuple, or a nested list for tuple outputs) in node.meta['fxcpp_shape']."""
+    import torch
+    from fxcpp.node import map_arg
+
+    env: Dict[str, Any] = {}
+    modules = dict(gm.named_modules())
+    placeholders = 0
+    cur = None
+    try:
+        with torch.no_grad():
+            for n in gm.graph.nodes:
+                cur = n
+                args = map_arg(n.args, lambda a: env[a.name])
+                kwargs = map_arg(n.kwargs, lambda a: env[a.name])
+                if n.op == "placeholder":
+                    placeholders += 1
+                    val = torch.randn(shape) if placeholders == 1 else (args[0] if args else None)
+                elif n.op == "get_attr":
+                    val = gm
+                    for atom in n.target.split("."):
+                        val = getattr(val, atom)
+                elif n.op == "call_function":
+                    val = n.target(*args, **kwargs)
+                elif n.op == "call_method":
+                    val = getattr(args[0], n.target)(*args[1:], **kwargs)
+                elif n.op == "call_module":
+                    val = modules[n.target](*args, **kwargs)
+                else:
+                    val = args[0]
+                env[n.name] = val
+                n.meta["fxcpp_shape"] = _shape_of(val)
+    except Exception as e:  # noqa: BLE001 -- runs the model
+        node = f" at node {cur.name} ({cur.op} {_target_str(cur)})" if cur is not None else ""
+        raise CliError(f"running the traced model on an input of shape {tuple(shape)} failed{node}: "
+                       f"{type(e).__name__}: {_first_line(e)}",
+                       "check --input-shape (for torchvision classifiers: 1,3,224,224)")
+
+
+def _shape_of(v):
+    import torch
+    if isinstance(v, torch.Tensor):
+        return tuple(v.shape)
+    if isinstance(v, (list, tuple)):
+        return [_shape_of(x) for x in v]
+    return None
+
+
+def to_dot(gm, name: str) -> str:
+    """Graphviz DOT text for gm.graph, rendered by the C++ core, with module
+    types (and shapes, when propagated) as extra label fields."""
+    import torch
+    from fxcpp import _C
+
+    modules = dict(gm.named_modules())
+
+    def extra(node):
+        out = []
+        if node.op == "call_module" and node.target in modules:
+            out.append(torch.typename(modules[node.target]))
+        shape = node.meta.get("fxcpp_shape")
+        if shape is not None:
+            out.append("shape=" + _shape_str(shape))
+        return out
+
+    return _C._graph_to_dot(gm.graph, name, extra=extra)
+
+
+def render_dot(dot_text: str, path: str) -> None:
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext in ("dot", "gv", ""):
+        _write(path, dot_text)
+        return
+    exe = shutil.which("dot")
+    if exe is None:
+        raise CliError(f"cannot render {path}: Graphviz's `dot` is not installed",
+                       "install it (Debian: sudo apt-get install graphviz), or write DOT text with "
+                       "-o FILE.dot and render it elsewhere")
+    try:
+        proc = subprocess.run([exe, f"-T{ext}", "-o", path], input=dot_text.encode(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise CliError(f"graphviz timed out rendering {path}", "try a smaller model or -o FILE.dot")
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip().splitlines()
+        raise CliError(f"graphviz failed to render {path}: {err[0] if err else 'exit ' + str(proc.returncode)}",
+                       "supported extensions include svg, png and pdf (see `dot -T?`); "
+                       "-o FILE.dot writes the DOT text")
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError as e:
+        raise CliError(f"cannot write {path}: {e.strerror or e}")
+
+
+# ------------------------------------------------------------------------------------
+# Commands
+# ------------------------------------------------------------------------------------
+
+def cmd_show(args) -> int:
+    if args.input_shape:
+        shape = parse_shape(args.input_shape)
+    concrete = None
+    if args.concrete_args:
+        try:
+            concrete = json.loads(args.concrete_args)
+        except json.JSONDecodeError as e:
+            raise CliError(f"bad --concrete-args: not JSON ({e.msg})",
+                           "for example --concrete-args '{\"flag\": true}'", EXIT_USAGE)
+        if not isinstance(concrete, dict):
+            raise CliError("bad --concrete-args: expected a JSON object {\"arg\": value, ...}", None, EXIT_USAGE)
+    obj = load_callable(args.target)
+    model = instantiate(obj, args.target)
+    gm = trace(model, args.target, concrete, args.leaf_module or ())
+    if args.input_shape:
+        propagate_shapes(gm, shape)
+    name = args.target.split(":")[1]
+    if args.format == "code":
+        text = gm.code.strip("\n") + "\n"
+    elif args.format == "graph":
+        text = str(gm.graph) + "\n"
+    elif args.format == "table":
+        text = graph_table(gm.graph, shapes=bool(args.input_shape), width=args.width) + "\n"
+    else:
+        text = to_dot(gm, name)
+    if args.output:
+        if args.format == "dot":
+            render_dot(text, args.output)
+        else:
+            _write(args.output, text)
+        print(f"fxcpp: wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _repo_root() -> Optional[str]:
+    here = os.path.dirname(os.path.abspath(__file__))
+    cands = [os.environ.get("FXCPP_REPO"), os.path.dirname(os.path.dirname(here))]
+    try:  # an installed copy records its source checkout (scripts/install_python.py)
+        with open(os.path.join(here, "_checkout")) as f:
+            cands.append(f.read().strip())
+    except OSError:
+        pass
+    for c in cands:
+        if c and os.path.isfile(os.path.join(c, "bench", "run.py")):
+            return c
+    return None
+
+
+def _delegate(script: str, argv: List[str], what: str) -> int:
+    root = _repo_root()
+    if root is None:
+        raise CliError(f"{what} lives in fxcpp's source checkout ({script}), which was not found",
+                       "run it from the checkout (make bench / make demo), or set FXCPP_REPO=/path/to/fxcpp")
+    env = dict(os.environ)
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        return subprocess.call([sys.executable, os.path.join(root, script)] + argv, env=env, cwd=root)
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_bench(args, rest: List[str]) -> int:
+    argv = (["--quick"] if args.quick else ["--full"] if args.full else []) + rest
+    return _delegate(os.path.join("bench", "run.py"), argv, "the benchmark suite")
+
+
+def cmd_demo(args, rest: List[str]) -> int:
+    return _delegate(os.path.join("examples", "demo.py"), (["--quick"] if args.quick else []) + rest, "the demo")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="fxcpp", description="fxcpp: torch.fx with a C++ core -- trace and inspect models, run benchmarks.")
+    try:
+        from fxcpp import __version__ as ver  # type: ignore[attr-defined]
+    except ImportError:
+        ver = "0.1.0"
+    p.add_argument("--version", action="version", version=f"fxcpp {ver}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    s = sub.add_parser("show", help="trace a model and print it",
+                       description="Trace MODULE:CALLABLE with fxcpp.symbolic_trace and print it. CALLABLE may be "
+                                   "an nn.Module, a class or factory (called with no arguments; weights=None when "
+                                   "it takes `weights`), or a function of tensors.",
+                       epilog=f"example: fxcpp show {_EXAMPLE} --format table --input-shape 1,3,224,224")
+    s.add_argument("target", metavar="MODULE:CALLABLE", help=f"what to trace, e.g. {_EXAMPLE}")
+    s.add_argument("--format", "-f", choices=["code", "graph", "table", "dot"], default="code",
+                   help="code: generated Python (default); graph: the IR as text; table: one row per node; "
+                        "dot: Graphviz DOT (from the C++ core)")
+    s.add_argument("--input-shape", metavar="D0,D1,...",
+                   help="run the traced model on torch.randn(shape) and show each node's output shape "
+                        "(table and dot formats)")
+    s.add_argument("-o", "--output", metavar="FILE",
+                   help="write to FILE; with --format dot, FILE.svg/.png/.pdf is rendered with Graphviz's dot")
+    s.add_argument("--concrete-args", metavar="JSON",
+                   help="JSON object of arguments to specialize, e.g. '{\"flag\": true}' (removes control flow)")
+    s.add_argument("--leaf-module", action="append", metavar="NAME",
+                   help="do not trace into this submodule (qualified name or class name); repeatable")
+    s.add_argument("--width", type=int, default=60, help=argparse.SUPPRESS)
+
+    b = sub.add_parser("bench", help="run the side-by-side benchmark suite (bench/run.py)",
+                       description="Runs bench/run.py: fxcpp vs torch.fx benchmarks, writing bench/results/ "
+                                   "and BENCHMARKS.md. Extra arguments are passed through.")
+    g = b.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help="small sizes (< 2 minutes)")
+    g.add_argument("--full", action="store_true", help="all sizes (< 15 minutes)")
+
+    d = sub.add_parser("demo", help="run the end-to-end demo (examples/demo.py)")
+    d.add_argument("--quick", action="store_true", help="fewer timing repetitions")
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command not in ("bench", "demo") and rest:
+        parser.error("unrecognized arguments: " + " ".join(rest))
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        if args.command == "show":
+            return cmd_show(args)
+        if args.command == "bench":
+            return cmd_bench(args, rest)
+        return cmd_demo(args, rest)
+    except CliError as e:
+        print(f"fxcpp: error: {e}", file=sys.stderr)
+        for h in ([e.hint] if isinstance(e.hint, str) else e.hint or []):
+            print(f"hint: {h}", file=sys.stderr)
+        if os.environ.get("FXCPP_DEBUG"):
+            traceback.print_exc()
+        return e.code
+    except BrokenPipeError:  # e.g. `fxcpp show ... | head`
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
