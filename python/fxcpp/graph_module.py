@@ -249,20 +249,41 @@ def _install(to_module: torch.nn.Module, field: str, value: Any) -> None:
         setattr(to_module, field, value)
 
 
+def _child(module: torch.nn.Module, item: str):
+    """getattr(module, item), skipping nn.Module.__getattr__ for registered submodules."""
+    sub = module.__dict__.get('_modules', {}).get(item)
+    return sub if sub is not None else getattr(module, item)
+
+
 # copy the attribute with qualified name ``target`` from ``from_module`` to
-# ``to_module``, creating empty Modules for missing intermediate path atoms
-def _copy_attr(from_module: torch.nn.Module, to_module: torch.nn.Module, target: str):
-    *prefix, field = target.split('.')
-    for item in prefix:
-        f = getattr(from_module, item)
-        t = getattr(to_module, item, None)
-        if f is t:
-            # an ancestor was copied as a whole already, nothing left to do
-            return
-        if t is None:
-            t = torch.nn.Module()
-            setattr(to_module, item, t)
-        from_module, to_module = f, t
+# ``to_module``, creating empty Modules for missing intermediate path atoms.
+# ``cache`` (optional, one construction) maps a resolved prefix path to its
+# (source, destination) modules so that shared prefixes are walked once.
+def _copy_attr(from_module: torch.nn.Module, to_module: torch.nn.Module, target: str,
+               cache: Optional[Dict[str, Tuple[Any, Any]]] = None):
+    prefix_path, _, field = target.rpartition('.')
+    hit = cache.get(prefix_path) if (cache is not None and prefix_path) else None
+    if hit is not None:
+        from_module, to_module = hit
+        if from_module is to_module:
+            return  # an ancestor was copied as a whole already
+    elif prefix_path:
+        for item in prefix_path.split('.'):
+            f = _child(from_module, item)
+            t = getattr(to_module, item, None)
+            if f is t:
+                # an ancestor was copied as a whole already, nothing left to do
+                if cache is not None:
+                    cache[prefix_path] = (f, f)
+                return
+            if t is None:
+                t = torch.nn.Module()
+                setattr(to_module, item, t)
+            from_module, to_module = f, t
+        if cache is not None:
+            cache[prefix_path] = (from_module, to_module)
+    if cache and target in cache:
+        cache.clear()  # replacing a module that cached paths go through
     _install(to_module, field, getattr(from_module, field))
 
 
@@ -391,13 +412,14 @@ class GraphModule(torch.nn.Module):
             if hasattr(root, 'training'):
                 self.training = root.training
             seen: Set[str] = set()
+            paths: Dict[str, Tuple[Any, Any]] = {}
             for node in graph.nodes:
                 if node.op in _GET_ATTR_OR_CALL_MODULE:
                     target = node.target
                     assert isinstance(target, str)
                     if target not in seen:
                         seen.add(target)
-                        _copy_attr(root, self, target)
+                        _copy_attr(root, self, target, paths)
         elif isinstance(root, dict):
             targets_to_copy: List[str] = []
             for node in graph.nodes:
