@@ -142,10 +142,11 @@ struct MatchState {
 
   struct Frame {
     size_t pidx;
-    std::vector<const Argument*> gleaves;
+    size_t gstart;  ///< this frame's graph leaves: gbuf[gstart, gstart + pattern leaf count)
     size_t i = 0;
   };
   std::vector<Frame> stack;
+  std::vector<const Argument*> gbuf;  // graph leaves of all frames, LIFO
 
   explicit MatchState(const SubgraphMatcher& matcher) : m(matcher), slot(matcher.info_.size(), -1) {}
 
@@ -193,17 +194,18 @@ struct MatchState {
     const auto& pi = m.info_[pidx];
     Frame f;
     f.pidx = pidx;
-    for (const Argument& a : gn->args()) flatten(a, f.gleaves);
+    f.gstart = gbuf.size();
+    for (const Argument& a : gn->args()) flatten(a, gbuf);
     // kwargs: same key set, then values in the pattern's key order.
     const KwArgs& gkw = gn->kwargs();
     if (gkw.size() != pi.kw_keys.size()) return 0;
     for (const std::string& k : pi.kw_keys) {
       auto it = std::find_if(gkw.begin(), gkw.end(), [&](const auto& kv) { return kv.first == k; });
       if (it == gkw.end()) return 0;
-      f.gleaves.push_back(&it->second);
+      gbuf.push_back(&it->second);
     }
-    if (f.gleaves.size() != pi.leaves.size()) return 0;
-    stack.push_back(std::move(f));
+    if (gbuf.size() - f.gstart != pi.leaves.size()) return 0;
+    stack.push_back(f);
     return 2;
   }
 
@@ -211,17 +213,19 @@ struct MatchState {
   /// partially extended; callers undo with truncate().
   bool match_nodes(const Node* pn, const Node* gn) {
     stack.clear();
+    gbuf.clear();
     int r = enter(pn, gn);
     if (r != 2) return r == 1;
     while (!stack.empty()) {
       Frame& f = stack.back();
       const auto& pleaves = m.info_[f.pidx].leaves;
       if (f.i == pleaves.size()) {
+        gbuf.resize(f.gstart);
         stack.pop_back();
         continue;
       }
       const Argument& p = *pleaves[f.i];
-      const Argument& g = *f.gleaves[f.i];
+      const Argument& g = *gbuf[f.gstart + f.i];
       ++f.i;
       if (p.is_node() && g.is_node()) {
         if (enter(p.as_node(), g.as_node()) == 0) return false;
@@ -234,13 +238,51 @@ struct MatchState {
 };
 
 std::vector<InternalMatch> SubgraphMatcher::match(const Graph& graph) const {
+  // Is the node list a topological order? (Then the cycle search can stop at
+  // a match's last node, and heights can be computed in one pass.)
+  bool topo = true;
+  for (Node* n : graph.nodes()) {
+    for (Node* in : n->all_input_nodes())
+      if (in->graph() != &graph || in->order_key() >= n->order_key()) topo = false;
+    if (!topo) break;
+  }
+  // Height filter (sound, so results are unchanged): a pattern compute node
+  // whose longest chain of compute-node inputs has length h can only match a
+  // graph node with a chain of inputs at least that long, since the matched
+  // pattern edges map injectively onto graph edges. This keeps e.g. a long
+  // chain pattern linear instead of walking up from every candidate.
+  std::unordered_map<const Node*, size_t> gheight;
+  if (topo && !anchors_.empty()) {
+    gheight.reserve(graph.size() * 2);
+    for (Node* n : graph.nodes()) {
+      size_t h = 0;
+      for (Node* in : n->all_input_nodes()) h = std::max(h, gheight[in]);
+      gheight[n] = h + 1;
+    }
+  }
+  std::vector<size_t> pheight(info_.size(), 0);
+  for (Node* n : pattern_.nodes()) {
+    if (n->op() == Op::Placeholder && !options_.match_placeholder) continue;
+    size_t h = 0;
+    for (Node* in : n->all_input_nodes()) h = std::max(h, pheight[index_.at(in)]);
+    pheight[index_.at(n)] = h + 1;
+  }
+
   // Candidates per anchor; anchors without candidates are left out (torch.fx's defaultdict).
   std::vector<std::pair<const Node*, std::vector<const Node*>>> cands;
   for (const Node* a : anchors_) {
     std::vector<const Node*> c;
-    for (Node* n : graph.nodes())
-      if (nodes_are_equal(a, n)) c.push_back(n);
-    if (!c.empty()) cands.emplace_back(a, std::move(c));
+    size_t need = pheight[index_.at(a)];
+    bool any = false;
+    for (Node* n : graph.nodes()) {
+      if (!nodes_are_equal(a, n)) continue;
+      any = true;
+      if (!gheight.empty() && gheight[n] < need) continue;
+      c.push_back(n);
+    }
+    // torch.fx keeps an anchor whose candidates all fail (no match results);
+    // only an anchor without any equal node is dropped.
+    if (any) cands.emplace_back(a, std::move(c));
   }
   const size_t k = cands.size();
 
@@ -288,15 +330,6 @@ std::vector<InternalMatch> SubgraphMatcher::match(const Graph& graph) const {
         if (level < k) next[level] = 0;
       }
     }
-  }
-
-  // Is the node list a topological order? (Then the cycle search can stop at
-  // a match's last node.)
-  bool topo = true;
-  for (Node* n : graph.nodes()) {
-    for (Node* in : n->all_input_nodes())
-      if (in->graph() != &graph || in->order_key() >= n->order_key()) topo = false;
-    if (!topo) break;
   }
 
   std::vector<InternalMatch> result;

@@ -25,6 +25,7 @@
 // Exceptions escaping a node are annotated by the Python helper registered with
 // _interp_register (torch.fx's message format), on the slow path only.
 #include "bindings.h"
+#include "fxcpp/passes/subgraph_matcher.h"
 
 #include <cstring>
 #include <string>
@@ -301,8 +302,15 @@ PyObject* placeholder_default(PyObject* self, Node* n, PyObject* args) {
     Py_INCREF(a0);
     return a0;
   }
+  // Raised while handling StopIteration in torch.fx: keep it as the context.
   PyErr_Format(PyExc_RuntimeError, "Expected positional argument for parameter %s, but one was not passed in!",
                target.c_str());
+  PyObject *et, *ev, *etb;
+  PyErr_Fetch(&et, &ev, &etb);
+  PyErr_NormalizeException(&et, &ev, &etb);
+  if (PyObject* si = PyObject_CallNoArgs(PyExc_StopIteration)) PyException_SetContext(ev, si);
+  else PyErr_Clear();
+  PyErr_Restore(et, ev, etb);
   throw PythonError();
 }
 
@@ -678,6 +686,135 @@ PyObject* interp_run_node(PyObject*, PyObject* args) {
   FXCPP_CATCH(nullptr)
 }
 
+// ---------------------------------------------------------------------------
+// Subgraph matching / rewriting.
+
+/// Converts the matcher's exceptions into torch.fx's Python exceptions.
+void set_matcher_error() {
+  try {
+    throw;
+  } catch (const SubgraphAssertion& e) {
+    if (*e.what()) PyErr_SetString(PyExc_AssertionError, e.what());
+    else PyErr_SetNone(PyExc_AssertionError);
+  } catch (const UnmatchedPatternNode& e) {
+    PyObject* w = nullptr;
+    try {
+      w = wrap_node(const_cast<Node*>(e.node));
+    } catch (...) {
+      set_python_error_from_cpp();
+      return;
+    }
+    PyErr_SetObject(PyExc_KeyError, w);
+    Py_DECREF(w);
+  } catch (const std::invalid_argument& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (...) {
+    set_python_error_from_cpp();
+  }
+}
+
+PyObject* list_of(const std::vector<Argument>& v) {
+  Ref l(check(PyList_New(static_cast<Py_ssize_t>(v.size()))));
+  for (size_t i = 0; i < v.size(); ++i) PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i), from_arg(v[i]));
+  return l.release();
+}
+
+PyObject* nodes_map_dict(const InternalMatch& im) {
+  Ref d(check(PyDict_New()));
+  for (const auto& kv : im.nodes_map) {
+    Ref k(wrap_node(const_cast<Node*>(kv.first)));
+    Ref v(from_arg(kv.second));
+    if (PyDict_SetItem(d.get(), k.get(), v.get()) < 0) throw PythonError();
+  }
+  return d.release();
+}
+
+/// _subgraph_match(pattern, graph, match_output, match_placeholder, remove_overlapping)
+///   -> [(anchors, nodes_map, placeholder_nodes, returning_nodes)]
+PyObject* subgraph_match(PyObject*, PyObject* args) {
+  PyObject *pattern, *graph;
+  int match_output = 0, match_placeholder = 0, remove_overlapping = 1;
+  if (!PyArg_ParseTuple(args, "OO|ppp", &pattern, &graph, &match_output, &match_placeholder, &remove_overlapping))
+    return nullptr;
+  Graph* pg = core_graph_of(pattern);
+  if (!pg) return nullptr;
+  Graph* g = core_graph_of(graph);
+  if (!g) return nullptr;
+  try {
+    SubgraphMatcherOptions opts;
+    opts.match_output = match_output;
+    opts.match_placeholder = match_placeholder;
+    opts.remove_overlapping_matches = remove_overlapping;
+    SubgraphMatcher m(*pg, opts);
+    std::vector<InternalMatch> matches = m.match(*g);
+    Ref out(check(PyList_New(static_cast<Py_ssize_t>(matches.size()))));
+    for (size_t i = 0; i < matches.size(); ++i) {
+      const InternalMatch& im = matches[i];
+      Ref anchors(check(PyList_New(0)));
+      for (const Node* a : im.anchors) {
+        Ref w(wrap_node(const_cast<Node*>(a)));
+        if (PyList_Append(anchors.get(), w.get()) < 0) throw PythonError();
+      }
+      Ref nm(nodes_map_dict(im));
+      Ref ph(list_of(im.placeholder_nodes));
+      Ref rn(list_of(im.returning_nodes));
+      PyList_SET_ITEM(out.get(), static_cast<Py_ssize_t>(i),
+                      check(PyTuple_Pack(4, anchors.get(), nm.get(), ph.get(), rn.get())));
+    }
+    return out.release();
+  } catch (...) {
+    set_matcher_error();
+    return nullptr;
+  }
+}
+
+/// Copies node.meta of `src` (if any) onto `dst`, as torch.fx's node_copy does.
+void copy_node_meta(const Node& src, Node& dst) {
+  auto* sw = static_cast<PyNode*>(src.binding());
+  if (!sw || !sw->meta) return;
+  if (PyDict_Check(sw->meta) && PyDict_GET_SIZE(sw->meta) == 0) return;
+  Ref m(check(PyDict_CheckExact(sw->meta) ? PyDict_Copy(sw->meta) : PyObject_CallOneArg(helper("_copy"), sw->meta)));
+  Ref dw(wrap_node(&dst));
+  Py_XSETREF(reinterpret_cast<PyNode*>(dw.get())->meta, m.release());
+}
+
+/// _replace_pattern(graph, pattern_graph, replacement_graph, Match) -> [Match]
+PyObject* replace_pattern_graphs(PyObject*, PyObject* args) {
+  PyObject *graph, *pattern, *replacement, *match_cls;
+  if (!PyArg_ParseTuple(args, "OOOO", &graph, &pattern, &replacement, &match_cls)) return nullptr;
+  Graph* g = core_graph_of(graph);
+  if (!g) return nullptr;
+  Graph* pg = core_graph_of(pattern);
+  if (!pg) return nullptr;
+  Graph* rg = core_graph_of(replacement);
+  if (!rg) return nullptr;
+  try {
+    SubgraphMatcher m(*pg);
+    std::vector<InternalMatch> matches = m.match(*g);
+    // Build the Match objects first: wrapping the matched nodes keeps them
+    // alive (as tombstones) once erased, like torch.fx's Match objects.
+    Ref out(check(PyList_New(static_cast<Py_ssize_t>(matches.size()))));
+    for (size_t i = 0; i < matches.size(); ++i) {
+      const InternalMatch& im = matches[i];
+      if (im.anchors.empty()) {
+        PyErr_SetString(PyExc_IndexError, "list index out of range");
+        throw PythonError();
+      }
+      Ref anchor(wrap_node(const_cast<Node*>(im.anchors[0])));
+      Ref nm(nodes_map_dict(im));
+      PyList_SET_ITEM(out.get(), static_cast<Py_ssize_t>(i),
+                      check(PyObject_CallFunctionObjArgs(match_cls, anchor.get(), nm.get(), nullptr)));
+    }
+    ReplacePatternHooks hooks;
+    hooks.on_copy = copy_node_meta;
+    replace_matches(*g, m, *rg, matches, hooks);
+    return out.release();
+  } catch (...) {
+    set_matcher_error();
+    return nullptr;
+  }
+}
+
 PyMethodDef transform_methods[] = {
     {"_interp_register", interp_register, METH_VARARGS,
      "_interp_register(Interpreter, annotate_fn, traceback_module): record the default methods."},
@@ -685,6 +822,10 @@ PyMethodDef transform_methods[] = {
      "_interp_last_uses(graph) -> {user: [values last used by user]} (torch.fx user_to_last_uses)."},
     {"_interp_run", interp_run, METH_VARARGS, "_interp_run(interp, graph, enable_io_processing): the run() loop."},
     {"_interp_run_node", interp_run_node, METH_VARARGS, "_interp_run_node(interp, node): Interpreter.run_node."},
+    {"_subgraph_match", subgraph_match, METH_VARARGS,
+     "_subgraph_match(pattern, graph, match_output, match_placeholder, remove_overlapping_matches)."},
+    {"_replace_pattern", replace_pattern_graphs, METH_VARARGS,
+     "_replace_pattern(graph, pattern_graph, replacement_graph, Match): match and rewrite in C++."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

@@ -1,0 +1,247 @@
+"""fxcpp.interpreter: Interpreter and Transformer (mirrors torch.fx.interpreter 1.13).
+
+The node loop and argument loading of :meth:`Interpreter.run` and
+:meth:`Interpreter.run_node` execute in C++ (``fxcpp._C._interp_run`` /
+``_interp_run_node``). Every overridable method below keeps its Python
+definition -- it is what ``super()`` calls reach and what the C++ loop calls
+when a subclass overrides a method. When a method is *not* overridden (the
+attribute found on ``type(self)`` is the one defined here, and the instance
+does not shadow it), the C++ loop performs its work directly, without a
+Python-level call: e.g. a ``call_function`` node calls its target straight
+from C++ with an argument tuple rebuilt from the core argument tree.
+"""
+import inspect
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+
+from . import _C
+from . import traceback as fx_traceback
+from ._compatibility import compatibility
+from ._symbolic_trace import Tracer
+from .graph import Graph
+from .graph_module import GraphModule
+from .node import Argument, Node, Target, map_aggregate, map_arg
+from .proxy import Proxy
+
+__all__ = ['Interpreter', 'Transformer']
+
+
+def _annotate_exception(e: BaseException, node: Node) -> BaseException:
+    """torch.fx's annotation of an exception raised while executing ``node``.
+
+    Returns the exception to raise (a new RuntimeError for KeyError, as in torch.fx).
+    """
+    msg = f"While executing {node.format_node()}"
+    msg = '{}\n\n{}'.format(e.args[0], msg) if e.args else str(msg)
+    msg += f"\nOriginal traceback:\n{node.stack_trace}"
+    e.args = (msg,) + e.args[1:]
+    if isinstance(e, KeyError):
+        r = RuntimeError(*e.args)
+        r.__context__ = e
+        return r
+    return e
+
+
+@compatibility(is_backward_compatible=True)
+class Interpreter:
+    """Executes an fxcpp graph node by node (see torch.fx.Interpreter).
+
+    Overridable methods, by call hierarchy::
+
+        run()
+            +-- run_node
+                +-- placeholder()
+                +-- get_attr()
+                +-- call_function()
+                +-- call_method()
+                +-- call_module()
+                +-- output()
+
+    plus the helpers ``fetch_attr``, ``fetch_args_kwargs_from_env`` and
+    ``map_nodes_to_values``.
+
+    Args:
+        module (GraphModule): The module to be executed
+        garbage_collect_values (bool): Whether to delete values after their last
+            use within the Module's execution (keep all of them in ``self.env``
+            when False).
+    """
+
+    @compatibility(is_backward_compatible=True)
+    def __init__(self, module: GraphModule, garbage_collect_values: bool = True):
+        assert isinstance(module, GraphModule)
+        self.module = module
+        self.submodules = dict(self.module.named_modules())
+        self.env: Dict[Node, Any] = {}
+        self.garbage_collect_values = garbage_collect_values
+        if self.garbage_collect_values:
+            # user -> [values whose last use is `user`], computed in C++ by a
+            # reverse walk over the use lists (torch.fx's register_last_uses order).
+            self.user_to_last_uses: Dict[Node, List[Node]] = _C._interp_last_uses(self.module.graph)
+
+    @compatibility(is_backward_compatible=True)
+    def run(self, *args, initial_env: Optional[Dict[Node, Any]] = None, enable_io_processing: bool = True) -> Any:
+        """Run ``module`` via interpretation and return the result.
+
+        Args:
+            *args: The arguments to the Module to run, in positional order
+            initial_env (Optional[Dict[Node, Any]]): A starting environment
+                (Node -> value); nodes already in it are not executed.
+            enable_io_processing (bool): Process inputs and outputs with the
+                graph's ``process_inputs`` / ``process_outputs``.
+        """
+        self.env = initial_env if initial_env else {}
+        if enable_io_processing:
+            args = self.module.graph.process_inputs(*args)
+        self.args_iter: Iterator[Any] = iter(args)
+        return _C._interp_run(self, self.module.graph, enable_io_processing)
+
+    @compatibility(is_backward_compatible=True)
+    def run_node(self, n: Node) -> Any:
+        """Run node ``n``: fetch its arguments, then dispatch on ``n.op``."""
+        return _C._interp_run_node(self, n)
+
+    # Main Node running APIs
+    @compatibility(is_backward_compatible=True)
+    def placeholder(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Any:
+        """The next positional input of ``run`` (all remaining ones for ``*args``)."""
+        assert isinstance(target, str)
+        if target.startswith('*'):
+            return list(self.args_iter)
+        try:
+            return next(self.args_iter)
+        except StopIteration:
+            if len(args) > 0:
+                return args[0]
+            raise RuntimeError(f'Expected positional argument for parameter {target}, but one was not passed in!')
+
+    @compatibility(is_backward_compatible=True)
+    def get_attr(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Any:
+        """The attribute ``target`` of the module hierarchy."""
+        assert isinstance(target, str)
+        return self.fetch_attr(target)
+
+    @compatibility(is_backward_compatible=True)
+    def call_function(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Any:
+        """``target(*args, **kwargs)``."""
+        assert not isinstance(target, str)
+        return target(*args, **kwargs)
+
+    @compatibility(is_backward_compatible=True)
+    def call_method(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Any:
+        """``args[0].<target>(*args[1:], **kwargs)``."""
+        self_obj, *args_tail = args
+        assert isinstance(target, str)
+        return getattr(self_obj, target)(*args_tail, **kwargs)
+
+    @compatibility(is_backward_compatible=True)
+    def call_module(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Any:
+        """Call the submodule ``target`` with ``args`` and ``kwargs``."""
+        assert isinstance(target, str)
+        submod = self.fetch_attr(target)
+        return submod(*args, **kwargs)
+
+    @compatibility(is_backward_compatible=True)
+    def output(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Any:
+        """The value returned by the graph (``args[0]``)."""
+        return args[0]
+
+    # Helper methods
+    @compatibility(is_backward_compatible=True)
+    def fetch_attr(self, target: str):
+        """Fetch a (dotted) attribute from the module hierarchy of ``self.module``."""
+        target_atoms = target.split('.')
+        attr_itr = self.module
+        for i, atom in enumerate(target_atoms):
+            if not hasattr(attr_itr, atom):
+                raise RuntimeError(f"Node referenced nonexistent target {'.'.join(target_atoms[:i])}")
+            attr_itr = getattr(attr_itr, atom)
+        return attr_itr
+
+    @compatibility(is_backward_compatible=True)
+    def fetch_args_kwargs_from_env(self, n: Node) -> Tuple[Tuple, Dict]:
+        """``n.args`` and ``n.kwargs`` with each Node replaced by its value in ``self.env``."""
+        args = self.map_nodes_to_values(n.args, n)
+        assert isinstance(args, tuple)
+        kwargs = self.map_nodes_to_values(n.kwargs, n)
+        assert isinstance(kwargs, dict)
+        return args, kwargs
+
+    @compatibility(is_backward_compatible=True)
+    def map_nodes_to_values(self, args: Argument, n: Node) -> Argument:
+        """Recursively replace every Node in ``args`` by its value in ``self.env``.
+
+        ``n`` (the node owning ``args``) is only used for error reporting.
+        """
+        env = self.env
+
+        def load_arg(n_arg: Node) -> Any:
+            if n_arg not in env:
+                raise RuntimeError(f'Node {n} referenced nonexistent value {n_arg}! Run Graph.lint() '
+                                   f'to diagnose such issues')
+            return env[n_arg]
+        return map_arg(args, load_arg)
+
+
+@compatibility(is_backward_compatible=True)
+class Transformer(Interpreter):
+    """An Interpreter that produces a new GraphModule (see torch.fx.Transformer).
+
+    Values are Proxies recording into ``self.new_graph``; overriding
+    ``call_function``/``call_module``/... rewrites the graph.
+    """
+
+    @compatibility(is_backward_compatible=True)
+    def __init__(self, module):
+        super().__init__(module)
+        self.new_graph = Graph()
+        self.new_graph.set_codegen(module.graph._codegen)
+
+        class TransformerTracer(Tracer):
+            def __init__(self, graph: Graph):
+                super().__init__()
+                self.graph = graph
+
+            def is_leaf_module(self, _, __) -> bool:
+                return True
+
+        self.tracer = TransformerTracer(self.new_graph)
+        self.tracer.root = module
+
+    @compatibility(is_backward_compatible=True)
+    def placeholder(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Proxy:
+        """Insert a ``placeholder`` into the output graph."""
+        assert isinstance(target, str)
+        default_value = next(iter(args)) if args else inspect.Signature.empty
+        return Proxy(self.new_graph.placeholder(target, default_value=default_value), self.tracer)
+
+    @compatibility(is_backward_compatible=True)
+    def get_attr(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Proxy:
+        """Insert a ``get_attr`` node into the output graph."""
+        assert isinstance(target, str)
+        return Proxy(self.new_graph.get_attr(target), self.tracer)
+
+    @compatibility(is_backward_compatible=True)
+    def call_module(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Any:
+        # The tracer's leaf-module policy (every module is a leaf) applies.
+        assert isinstance(target, str)
+        submod = self.fetch_attr(target)
+        return self.tracer.call_module(submod, submod.forward, args, kwargs)
+
+    @compatibility(is_backward_compatible=True)
+    def call_function(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Any:
+        # Recorded through the tracer so that wrapped functions stay wrapped.
+        return self.tracer.create_proxy('call_function', target, args, kwargs)
+
+    @compatibility(is_backward_compatible=True)
+    def transform(self) -> GraphModule:
+        """Transform ``self.module`` and return the transformed GraphModule."""
+        with fx_traceback.override_stack_trace():
+            result = super().run(enable_io_processing=False)
+        if result is not None:
+            def strip_proxy(a: Union[Argument, Proxy]) -> Any:
+                return a.node if isinstance(a, Proxy) else a
+            self.new_graph.output(map_aggregate(result, strip_proxy))
+        return GraphModule(self.module, self.new_graph)
+
+
+_C._interp_register(Interpreter, _annotate_exception, fx_traceback)

@@ -1,0 +1,110 @@
+"""fxcpp.passes.shape_prop: ShapeProp (mirrors torch.fx.passes.shape_prop 1.13).
+
+``ShapeProp(gm).propagate(*args)`` runs ``gm`` through the (C++-looped)
+Interpreter and stores, on every node whose value contains tensors,
+``node.meta['tensor_meta']`` (a :class:`TensorMetadata`, or the value's
+structure with each tensor replaced by one) and ``node.meta['type']``.
+"""
+import traceback
+from typing import Any, Dict, NamedTuple, Optional, Tuple
+
+import torch
+
+from .._compatibility import compatibility
+from ..interpreter import Interpreter
+from ..node import Node, map_aggregate
+
+__all__ = ['TensorMetadata', 'ShapeProp']
+
+
+@compatibility(is_backward_compatible=True)
+class TensorMetadata(NamedTuple):
+    """The properties of a tensor value recorded by ShapeProp (torch.fx 1.13's fields)."""
+    # General Tensor metadata
+    shape: torch.Size
+    dtype: torch.dtype
+    requires_grad: bool
+    stride: Tuple[int]
+    memory_format: Optional[torch.memory_format]
+
+    # Quantization metadata
+    is_quantized: bool
+    qparams: Dict[str, Any]
+
+
+# torch.fx probes the formats of a set literal in its iteration order; the
+# first one the tensor is contiguous in wins. Probe in that same order.
+_MEMORY_FORMATS = tuple({torch.contiguous_format, torch.channels_last, torch.channels_last_3d})
+_PER_TENSOR = (torch.per_tensor_affine, torch.per_tensor_symmetric)
+_PER_CHANNEL = (torch.per_channel_affine, torch.per_channel_affine_float_qparams, torch.per_channel_symmetric)
+
+
+def _extract_tensor_metadata(result: torch.Tensor) -> TensorMetadata:
+    """A TensorMetadata describing ``result``."""
+    memory_format = None
+    for query_format in _MEMORY_FORMATS:
+        if result.is_contiguous(memory_format=query_format):
+            memory_format = query_format
+            break
+
+    is_quantized = result.is_quantized
+    qparams: Dict[str, Any] = {}
+    if is_quantized:
+        qscheme = result.qscheme()
+        qparams["qscheme"] = qscheme
+        if qscheme in _PER_TENSOR:
+            qparams["scale"] = result.q_scale()
+            qparams["zero_point"] = result.q_zero_point()
+        elif qscheme in _PER_CHANNEL:
+            qparams["scale"] = result.q_per_channel_scales().tolist()
+            qparams["zero_point"] = result.q_per_channel_zero_points().tolist()
+            qparams["axis"] = result.q_per_channel_axis()
+
+    return TensorMetadata(result.shape, result.dtype, result.requires_grad, result.stride(),
+                          memory_format, is_quantized, qparams)
+
+
+@compatibility(is_backward_compatible=True)
+class ShapeProp(Interpreter):
+    """Execute a graph node by node, recording each result's shape and type.
+
+    Example::
+
+        gm = fxcpp.symbolic_trace(model)
+        ShapeProp(gm).propagate(torch.randn(50, D_in))
+        for node in gm.graph.nodes:
+            print(node.name, node.meta['tensor_meta'].dtype, node.meta['tensor_meta'].shape)
+
+    Args:
+         module (GraphModule): The module to be executed
+    """
+
+    def run_node(self, n: Node) -> Any:
+        try:
+            result = super().run_node(n)
+        except Exception:
+            traceback.print_exc()
+            raise RuntimeError(f"ShapeProp error for: node={n.format_node()} with meta={n.meta}")
+
+        meta = n.meta
+        if type(result) is torch.Tensor or isinstance(result, torch.Tensor):
+            meta['tensor_meta'] = _extract_tensor_metadata(result)
+        elif isinstance(result, (tuple, list, dict, slice)):
+            found_tensor = False
+
+            def extract_tensor_meta(obj):
+                nonlocal found_tensor
+                if isinstance(obj, torch.Tensor):
+                    found_tensor = True
+                    return _extract_tensor_metadata(obj)
+                return obj
+
+            tensor_meta = map_aggregate(result, extract_tensor_meta)
+            if found_tensor:
+                meta['tensor_meta'] = tensor_meta
+        meta['type'] = type(result)
+        return result
+
+    def propagate(self, *args):
+        """Run the module on ``args``, recording shapes; returns its result."""
+        return super().run(*args)

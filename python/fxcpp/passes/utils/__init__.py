@@ -1,0 +1,1 @@
+"""fxcpp.passes.utils (mirrors torch.fx.passes.utils): matcher_utils."""

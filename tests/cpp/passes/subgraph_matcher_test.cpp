@@ -1,0 +1,151 @@
+#include <gtest/gtest.h>
+
+#include "fxcpp/passes/lint.h"
+#include "fxcpp/passes/subgraph_matcher.h"
+#include "../core/test_util.h"
+
+using namespace fxcpp;
+using namespace fxcpp::testing;
+
+namespace {
+
+// pattern(a, b) = relu(add(a, b))
+std::unique_ptr<Graph> relu_add_pattern() {
+  auto p = std::make_unique<Graph>();
+  Node* a = p->placeholder("a");
+  Node* b = p->placeholder("b");
+  Node* s = p->call_function(F(kAdd), {N(a), N(b)});
+  p->output(N(p->call_function(F(kRelu), {N(s)})));
+  return p;
+}
+
+std::vector<std::string> map_names(const InternalMatch& m) {
+  std::vector<std::string> out;
+  for (auto& kv : m.nodes_map)
+    out.push_back(kv.first->name() + "=" + (kv.second.is_node() ? kv.second.as_node()->name() : "lit"));
+  return out;
+}
+
+}  // namespace
+
+TEST(SubgraphMatcher, FindsMatchesInGraphOrderWithTorchFxMapOrder) {
+  auto p = relu_add_pattern();
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  Node* a1 = g.call_function(F(kAdd), {N(x), N(y)});
+  Node* r1 = g.call_function(F(kRelu), {N(a1)});
+  Node* a2 = g.call_function(F(kAdd), {N(r1), I(1)});
+  Node* r2 = g.call_function(F(kRelu), {N(a2)});
+  g.output(N(r2));
+  SubgraphMatcher m(*p);
+  auto ms = m.match(g);
+  ASSERT_EQ(ms.size(), 2u);
+  EXPECT_EQ(map_names(ms[0]), (std::vector<std::string>{"relu=relu", "add=add", "a=x", "b=y"}));
+  EXPECT_EQ(map_names(ms[1]), (std::vector<std::string>{"relu=relu_1", "add=add_1", "a=relu", "b=lit"}));
+  EXPECT_EQ(ms[1].placeholder_nodes[1], I(1));
+}
+
+TEST(SubgraphMatcher, InjectiveLeakingAndOverlapping) {
+  auto p = relu_add_pattern();
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* same = g.call_function(F(kAdd), {N(x), N(x)});  // a and b cannot both map to x
+  Node* r1 = g.call_function(F(kRelu), {N(same)});
+  Node* y = g.placeholder("y");
+  Node* leak = g.call_function(F(kAdd), {N(r1), N(y)});
+  Node* r2 = g.call_function(F(kRelu), {N(leak)});
+  Node* use = g.call_function(F(kNeg), {N(leak)});  // the add leaks out of the match
+  g.output(Argument::tuple({N(r2), N(use)}));
+  EXPECT_TRUE(SubgraphMatcher(*p).match(g).empty());
+
+  // relu(relu(x)) on a chain of 5 relus: overlapping matches dropped greedily.
+  Graph pp;
+  Node* a = pp.placeholder("a");
+  pp.output(N(pp.call_function(F(kRelu), {N(pp.call_function(F(kRelu), {N(a)}))})));
+  Graph c;
+  Node* cur = c.placeholder("x");
+  for (int i = 0; i < 5; ++i) cur = c.call_function(F(kRelu), {N(cur)});
+  c.output(N(cur));
+  auto ms = SubgraphMatcher(pp).match(c);
+  ASSERT_EQ(ms.size(), 2u);
+  EXPECT_EQ(ms[0].nodes_map[0].second.as_node()->name(), "relu_1");
+  EXPECT_EQ(ms[1].nodes_map[0].second.as_node()->name(), "relu_3");
+  SubgraphMatcherOptions keep;
+  keep.remove_overlapping_matches = false;
+  EXPECT_EQ(SubgraphMatcher(pp, keep).match(c).size(), 4u);
+}
+
+TEST(SubgraphMatcher, DeadCodeAndMissingCandidates) {
+  Graph dead;
+  Node* a = dead.placeholder("a");
+  dead.placeholder("unused");
+  dead.output(N(dead.call_function(F(kNeg), {N(a)})));
+  EXPECT_THROW(SubgraphMatcher{dead}, SubgraphAssertion);
+
+  auto p = relu_add_pattern();
+  Graph g;
+  g.output(N(g.call_function(F(kNeg), {N(g.placeholder("x"))})));
+  EXPECT_THROW(SubgraphMatcher(*p).match(g), UnmatchedPatternNode);  // torch.fx: KeyError
+}
+
+TEST(SubgraphMatcher, LongChainsAreIterative) {
+  const int L = 100000;
+  Graph p;
+  Node* cur = p.placeholder("x");
+  for (int i = 0; i < L; ++i) cur = p.call_function(F(i % 2 ? kNeg : kRelu), {N(cur)});
+  p.output(N(cur));
+  Graph g;
+  Node* gc = g.call_function(F(kTanh), {N(g.placeholder("x"))});
+  for (int i = 0; i < L; ++i) gc = g.call_function(F(i % 2 ? kNeg : kRelu), {N(gc)});
+  g.output(N(g.call_function(F(kSigmoid), {N(gc)})));
+  SubgraphMatcher m(p);
+  auto ms = m.match(g);
+  ASSERT_EQ(ms.size(), 1u);
+  EXPECT_EQ(ms[0].nodes_map.size(), static_cast<size_t>(L + 1));
+
+  Graph rep;
+  rep.output(N(rep.call_function(F(kTanh), {N(rep.placeholder("y"))})));
+  replace_matches(g, m, rep, ms);
+  lint(g);
+  EXPECT_EQ(g.size(), 5u);
+}
+
+TEST(SubgraphMatcher, ReplaceMatchesRewritesLikeTorchFx) {
+  auto p = relu_add_pattern();
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  Node* a1 = g.call_function(F(kAdd), {N(x), N(y)});
+  Node* r1 = g.call_function(F(kRelu), {N(a1)});
+  Node* a2 = g.call_function(F(kAdd), {N(r1), N(y)});
+  Node* r2 = g.call_function(F(kRelu), {N(a2)});
+  g.output(N(r2));
+  Graph rep;
+  Node* ra = rep.placeholder("a");
+  Node* rb = rep.placeholder("b");
+  rep.output(N(rep.call_function(F(kMul), {N(ra), N(rb)})));
+  SubgraphMatcher m(*p);
+  auto ms = m.match(g);
+  int copies = 0;
+  ReplacePatternHooks hooks;
+  hooks.on_copy = [&](const Node&, Node&) { ++copies; };
+  replace_matches(g, m, rep, ms, hooks);
+  EXPECT_EQ(copies, 2);
+  EXPECT_EQ(g.to_string(),
+            "graph():\n"
+            "    %x : [#users=1] = placeholder[target=x]\n"
+            "    %y : [#users=2] = placeholder[target=y]\n"
+            "    %mul : [#users=1] = call_function[target=operator.mul](args = (%x, %y), kwargs = {})\n"
+            "    %mul_1 : [#users=1] = call_function[target=operator.mul](args = (%mul, %y), kwargs = {})\n"
+            "    return mul_1");
+}
+
+TEST(SubgraphMatcher, PyEqual) {
+  EXPECT_TRUE(py_equal(I(1), D(1.0)));
+  EXPECT_TRUE(py_equal(Argument::boolean(true), I(1)));
+  EXPECT_FALSE(py_equal(Argument::tuple({I(1)}), Argument::list({I(1)})));
+  EXPECT_TRUE(py_equal(Argument::dict({{S("a"), I(1)}, {S("b"), I(2)}}),
+                       Argument::dict({{S("b"), I(2)}, {S("a"), D(1.0)}})));
+  EXPECT_FALSE(py_equal(S("a"), Argument::none()));
+}
