@@ -21,6 +21,13 @@ import torch
 
 from .graph import Graph, magic_methods, reflectable_magic_methods
 from .node import Argument, Node, Target, base_types, map_aggregate
+from .immutable_collections import immutable_dict as _immutable_dict, immutable_list as _immutable_list
+
+# Containers the fast argument path rebuilds exactly as create_arg would
+# (torch.fx's Interpreter hands node.kwargs over as an immutable_dict).
+_TUPLE_TYPES = (tuple,)
+_LIST_TYPES = frozenset((list, _immutable_list))
+_DICT_TYPES = frozenset((dict, _immutable_dict))
 
 try:  # pragma: no cover - depends on what the package ships
     from ._compatibility import compatibility
@@ -124,7 +131,9 @@ def _fast_create_arg(tracer, a):
         return tuple([_fast_create_arg(tracer, e) for e in a])
     if t is list:
         return [_fast_create_arg(tracer, e) for e in a]
-    if t is dict:
+    if t in _LIST_TYPES:  # create_arg keeps the list type
+        return t([_fast_create_arg(tracer, e) for e in a])
+    if t in _DICT_TYPES:
         r = {}
         for k, v in a.items():
             if type(k) not in _ATOMIC_TYPES:
@@ -242,7 +251,7 @@ class TracerBase:
             if 'create_arg' in d or 'create_node' in d or 'proxy' in d:
                 flags = 0  # hooks monkeypatched on this instance
 
-        if flags & _FAST_ARG and type(args) is tuple and type(kwargs) is dict:
+        if flags & _FAST_ARG and type(args) is tuple and type(kwargs) in _DICT_TYPES:
             args_ = tuple([_fast_create_arg(self, a) for a in args]) if args else ()
             if kwargs:
                 kwargs_ = _fast_create_arg(self, kwargs)
