@@ -56,10 +56,11 @@ class Generator {
   Generator(const Graph& g, const PythonCodeOptions& o) : g_(g), o_(o) {}
 
   PythonCode run() {
+    ns_.reserve(g_.size() + 16);
     // Pre-fill the globals table with the registered custom builtins.
     for (auto& kv : name_rules().custom_builtins) {
       if (kv.second) add_global(kv.first, kv.second);
-      else ns_.reserve(kv.first);
+      else ns_.reserve_name(kv.first);
     }
     compute_last_uses();
     for (Node* n : g_.nodes()) {

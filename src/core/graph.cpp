@@ -290,6 +290,7 @@ std::optional<Argument> Graph::graph_copy(const Graph& other, std::unordered_map
 std::unique_ptr<Graph> Graph::clone() const {
   // Old -> new mapping lives in each source node's scratch word (no hashing).
   auto g = std::make_unique<Graph>();
+  g->names_.reserve(size_);
   auto mapped = [](Node* n) { return Argument::node(reinterpret_cast<Node*>(static_cast<uintptr_t>(n->scratch()))); };
   for (Node* n : nodes()) {
     if (n->op_ == Op::Output) {
@@ -368,6 +369,7 @@ void Graph::free_node(Node* n) {
 }
 
 const std::string* Graph::intern_name(const std::string& n) {
+  ++renames_;
   if (const std::string* s = names_.find(n)) return s;
   return &*extra_names_.insert(n).first;
 }

@@ -99,6 +99,66 @@ std::string snake_case(std::string_view s) {
   return out;
 }
 
+// ------------------------------------------------------------------ NameSet
+
+uint64_t NameSet::hash(std::string_view s) {
+  // FNV-1a, then a final avalanche (names share long prefixes).
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return h;
+}
+
+void NameSet::grow(size_t min_slots) {
+  size_t cap = 16;
+  while (cap < min_slots) cap *= 2;
+  if (cap <= slots_.size()) return;
+  std::vector<Slot> fresh(cap);
+  size_t mask = cap - 1;
+  for (const Slot& sl : slots_) {
+    if (!sl.tag) continue;
+    size_t i = static_cast<size_t>(hash(strings_[sl.index])) & mask;
+    while (fresh[i].tag) i = (i + 1) & mask;
+    fresh[i] = sl;
+  }
+  slots_.swap(fresh);
+}
+
+void NameSet::reserve(size_t n) { grow((strings_.size() + n) * 2); }
+
+const std::string* NameSet::find(std::string_view s) const {
+  if (slots_.empty()) return nullptr;
+  uint64_t h = hash(s);
+  uint32_t tag = static_cast<uint32_t>(h >> 32) | 1u;
+  size_t mask = slots_.size() - 1;
+  for (size_t i = static_cast<size_t>(h) & mask;; i = (i + 1) & mask) {
+    const Slot& sl = slots_[i];
+    if (!sl.tag) return nullptr;
+    if (sl.tag == tag && strings_[sl.index] == s) return &strings_[sl.index];
+  }
+}
+
+std::pair<const std::string*, bool> NameSet::insert(std::string_view s) {
+  if ((strings_.size() + 1) * 2 > slots_.size()) grow((strings_.size() + 1) * 2);
+  uint64_t h = hash(s);
+  uint32_t tag = static_cast<uint32_t>(h >> 32) | 1u;
+  size_t mask = slots_.size() - 1;
+  size_t i = static_cast<size_t>(h) & mask;
+  for (;; i = (i + 1) & mask) {
+    Slot& sl = slots_[i];
+    if (!sl.tag) break;
+    if (sl.tag == tag && strings_[sl.index] == s) return {&strings_[sl.index], false};
+  }
+  strings_.emplace_back(s);
+  slots_[i].tag = tag;
+  slots_[i].index = static_cast<uint32_t>(strings_.size() - 1);
+  return {&strings_.back(), true};
+}
+
+// ---------------------------------------------------------------- Namespace
+
 bool Namespace::is_illegal(const std::string& name, const Object* obj) const {
   const NameRules& r = name_rules();
   if (r.keywords.count(name)) return true;
@@ -156,7 +216,15 @@ const std::string& Namespace::create_name(std::string_view candidate_in, const v
     return (!suffixed || rules.digit_suffixed_reserved) && is_illegal(name, obj);
   };
   bool suffixed = base_len != cand.size();
-  if (used_.count(cand) || illegal(cand, suffixed)) {
+  // Common case: the candidate is free and legal -- one hash probe.
+  if (!illegal(cand, suffixed)) {
+    auto ins = used_.insert(cand);
+    if (ins.second) {
+      if (key) return obj_to_name_.emplace(key, *ins.first).first->second;
+      return *ins.first;
+    }
+  }
+  {
     // Search base_{num+1}, base_{num+2}, ... (Note [Linear-time naming]).
     cand.resize(base_len);
     uint64_t start = num + 1;
@@ -171,11 +239,11 @@ const std::string& Namespace::create_name(std::string_view candidate_in, const v
       int len = std::snprintf(digits, sizeof(digits), "%llu", static_cast<unsigned long long>(k));
       cand.resize(stem);
       cand.append(digits, static_cast<size_t>(len));
-      if (!used_.count(cand) && !illegal(cand, true)) break;
+      if (!used_.contains(cand) && !illegal(cand, true)) break;
     }
     if (from_hint) hint = k + 1;
   }
-  const std::string& stored = *used_.insert(std::move(cand)).first;
+  const std::string& stored = *used_.insert(cand).first;
   if (key) return obj_to_name_.emplace(key, stored).first->second;
   return stored;
 }

@@ -11,8 +11,11 @@ void lint(const Graph& g, const LintOptions& opts) {
   };
   // scratch = 1: defined earlier in this walk.
   for (Node* n : g.nodes()) n->set_scratch(0);
+  // Names the namespace handed out are unique by construction; only graphs
+  // with renamed nodes need the check.
+  const bool check_names = !g.names_from_namespace();
   std::unordered_set<std::string_view> seen_names;
-  seen_names.reserve(g.size() + 1);
+  if (check_names) seen_names.reserve(g.size() + 1);
   std::vector<Node*> expect;  // reused: unique inputs in first-appearance order
   for (Node* node : g.nodes()) {
     if (node->graph() != &g) fail("Node '" + node->name() + "' does not belong to this Graph!", false);
@@ -35,7 +38,7 @@ void lint(const Graph& g, const LintOptions& opts) {
     for (auto& a : node->args()) a.for_each_node(check_arg);
     for (auto& kv : node->kwargs()) kv.second.for_each_node(check_arg);
     node->set_scratch(1);
-    if (!seen_names.insert(node->name()).second) fail("Node redefined name " + node->name() + "!", false);
+    if (check_names && !seen_names.insert(node->name()).second) fail("Node redefined name " + node->name() + "!", false);
     // Note [Use lists]: the node's use records mirror its argument tree.
     bool consistent = expect.size() == node->num_inputs();
     for (size_t i = 0; consistent && i < expect.size(); ++i) {

@@ -158,6 +158,9 @@ class Graph {
   Namespace& names() { return names_; }
   /// Storage for a node name that did not come from the namespace (renames).
   const std::string* intern_name(const std::string& n);
+  /// True when every node name came from the namespace (no set_name since
+  /// construction), which makes names unique by construction.
+  bool names_from_namespace() const { return renames_ <= 1; }
 
   // ---- printing -------------------------------------------------------------------------
   /// torch.fx str(graph).
@@ -204,6 +207,7 @@ class Graph {
   bool insert_after_ = false;
   Namespace names_;
   std::unordered_set<std::string> extra_names_;  // texts of renamed nodes
+  size_t renames_ = 0;  // intern_name calls (the root's "" is the first)
   std::unordered_map<BucketKey, Bucket, BucketKeyHash> buckets_;
   GraphObserver* observer_ = nullptr;
   ImpureFn module_impure_;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -42,6 +43,31 @@ bool is_identifier(std::string_view s);
 /// torch.fx _snake_case.
 std::string snake_case(std::string_view s);
 
+/// A set of strings with stable addresses: open addressing over 8-byte slots
+/// (32-bit hash tag, 32-bit index into a deque of strings). One probe per
+/// lookup in the common case and no per-entry node allocation.
+class NameSet {
+ public:
+  /// Inserts `s` if absent. Returns (stored string, inserted?).
+  std::pair<const std::string*, bool> insert(std::string_view s);
+  /// The stored copy of `s`, or null.
+  const std::string* find(std::string_view s) const;
+  bool contains(std::string_view s) const { return find(s) != nullptr; }
+  /// Pre-sizes for `n` more entries.
+  void reserve(size_t n);
+  size_t size() const { return strings_.size(); }
+
+ private:
+  struct Slot {
+    uint32_t tag = 0;    // 0: empty; else (hash >> 32) | 1
+    uint32_t index = 0;  // into strings_
+  };
+  static uint64_t hash(std::string_view s);
+  void grow(size_t min_slots);
+  std::deque<std::string> strings_;
+  std::vector<Slot> slots_;
+};
+
 class Namespace {
  public:
   /// torch.fx create_name(candidate, obj). `key` identifies the object the name
@@ -51,15 +77,16 @@ class Namespace {
   /// Amortized O(|candidate|).
   const std::string& create_name(std::string_view candidate, const void* key, const Object* obj = nullptr);
   /// The stored copy of `name` if it is in use, else null.
-  const std::string* find(const std::string& name) const {
-    auto it = used_.find(name);
-    return it == used_.end() ? nullptr : &*it;
-  }
+  const std::string* find(const std::string& name) const { return used_.find(name); }
   /// Associates an already-created name with `key`.
   void associate(const std::string& name, const void* key) { obj_to_name_[key] = name; }
-  bool is_used(const std::string& name) const { return used_.count(name) != 0; }
+  bool is_used(const std::string& name) const { return used_.contains(name); }
+  /// Pre-sizes the tables for `n` more names (avoids rehashing). O(n).
+  void reserve(size_t n) {
+    used_.reserve(used_.size() + n);
+  }
   /// Marks a name as taken without an object.
-  void reserve(const std::string& name) { used_.insert(name); }
+  void reserve_name(const std::string& name) { used_.insert(name); }
   const std::string* name_of(const void* key) const {
     auto it = obj_to_name_.find(key);
     return it == obj_to_name_.end() ? nullptr : &it->second;
@@ -67,7 +94,7 @@ class Namespace {
 
  private:
   bool is_illegal(const std::string& name, const Object* obj) const;
-  std::unordered_set<std::string> used_;
+  NameSet used_;
   std::unordered_map<const void*, std::string> obj_to_name_;
   std::unordered_map<std::string, uint64_t> hint_;
 };
