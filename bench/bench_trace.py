@@ -82,6 +82,14 @@ def wide_cat(width=10000):
     return ns["wide_cat"]
 
 
+def wide_cat_items(width):
+    """def f(x): return torch.cat([x[0], x[1], ..., x[width-1]], 0) -- `width` getitem
+    nodes that all want the name `getitem` (torch.fx's naming goes quadratic)."""
+    def wide_cat(x):
+        return torch.cat([x[i] for i in range(width)], 0)
+    return wide_cat
+
+
 def torchvision_model(name):
     import torchvision
     return getattr(torchvision.models, name)(weights=None).eval()
@@ -92,7 +100,9 @@ def cases(full):
     yield "elementwise_loop_1k", lambda: ElementwiseLoop(1000)
     yield "elementwise_loop_10k", lambda: ElementwiseLoop(10000)
     yield "residual_blocks", lambda: ResidualBlocks(1000 if full else 300)
-    yield "wide_cat", lambda: wide_cat(10000)
+    yield "wide_cat_1k", lambda: wide_cat_items(1000)
+    yield "wide_cat_10k", lambda: wide_cat_items(10000)
+    yield "wide_cat_placeholders_10k", lambda: wide_cat(10000)
     yield "resnet50", lambda: torchvision_model("resnet50")
     yield "swin_t", lambda: torchvision_model("swin_t")
 

@@ -28,8 +28,8 @@ SUITE_TITLES = OrderedDict([
     ("core_cpp", "C++ core alone (build/fxcpp_core_bench, Google Benchmark)"),
 ])
 
-# The targets. kind: "speedup" (torch.fx / fxcpp >= bound) or
-# "ratio" (fxcpp / torch.fx <= bound).
+# The targets. kind: "speedup" (torch.fx / fxcpp >= bound),
+# "ratio" (fxcpp / torch.fx <= bound) or "abs" (fxcpp us/node <= bound[case]).
 TARGETS = [
     ("Mutation / copy ops >= 5x faster per node at 1e4 / 1e5", "graph_api",
      ["graph_copy", "deepcopy", "rauw", "erase", "dce"], [10000, 100000], "speedup", 5.0),
@@ -43,6 +43,12 @@ TARGETS = [
     ("Memory per node <= 1/3 of torch.fx's (tracemalloc: Python heap only)", "graph_api",
      ["memory_tracemalloc"], None, "ratio", 1 / 3),
     ("symbolic_trace of resnet50 / swin_t >= 3x faster", "trace", ["resnet50", "swin_t"], None, "speedup", 3.0),
+    ("Tracing Linear+ReLU x1000, loops, residual blocks, wide cat >= 5x faster per node at 1,000", "trace",
+     ["seq_linear_relu", "elementwise_loop_1k", "residual_blocks", "wide_cat_1k"], None, "speedup", 5.0),
+    ("Interpreter overhead per node: int add <= 0.7 us, tiny tensors <= 1.5 us beyond the op", "interp",
+     ["int_add_chain", "tiny_tensor_overhead"], None, "abs", {"int_add_chain": 0.7, "tiny_tensor_overhead": 1.5}),
+    ("Transformer >= 10x faster at 1e3 / 1e4", "transformer", ["int_add_chain"], None, "speedup", 10.0),
+    ("replace_pattern >= 50x faster at 1e5", "replace", ["wide_relu_add_n/10_matches"], [100000], "speedup", 50.0),
 ]
 
 
@@ -76,6 +82,15 @@ def check_targets(rows):
     for desc, suite, cases, sizes, kind, bound in TARGETS:
         cells = [r for r in rows if r["suite"] == suite and r["case"] in cases
                  and (sizes is None or r["size"] in sizes)]
+        if kind == "abs":
+            measured = [r for r in cells if r["fxcpp"]]
+            if not measured:
+                out.append((desc, "n/a", "not measured"))
+                continue
+            ok = all(r["fxcpp"] <= bound[r["case"]] for r in measured)
+            out.append((desc, "PASS" if ok else "FAIL",
+                        "; ".join(f"{r['case']}@{_size(r['size'])} {r['fxcpp']:.2f} us" for r in measured)))
+            continue
         measured = [r for r in cells if speedup(r) is not None]
         if not measured:
             out.append((desc, "n/a", "not measured" if not cells else "torch.fx skipped"))

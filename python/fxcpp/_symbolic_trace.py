@@ -41,6 +41,7 @@ from torch._C import ScriptObject  # type: ignore[attr-defined]
 
 import torch.fx._symbolic_trace as _torch_fx_symbolic_trace
 
+from . import _C
 from .graph import _PyTreeCodeGen, _PyTreeInfo, Graph
 from .graph_module import GraphModule
 from .node import Argument, base_types, map_aggregate
@@ -158,26 +159,14 @@ _TENSOR_LIKE = (torch.Tensor, ScriptObject)
 _NOT_TENSOR_TYPES = frozenset((bool, int, float, str, type(None), dict, collections.OrderedDict,
                                tuple, list, set))
 _module_named_children = torch.nn.Module.named_children
+_module_named_modules = torch.nn.Module.named_modules
 
 
 def _collect_tensor_attrs(root: torch.nn.Module, out: Dict[Any, str]) -> None:
     """Map every Tensor/ScriptObject stored directly in the ``__dict__`` of a
-    module of the hierarchy to its qualified name (later visits win)."""
-    def visit(m, prefix):
-        for k, v in m.__dict__.items():
-            if type(v) not in _NOT_TENSOR_TYPES and isinstance(v, _TENSOR_LIKE):
-                out[v] = prefix + k
-        if type(m).named_children is _module_named_children:
-            seen = set()
-            for k, c in m._modules.items():
-                if c is not None and c not in seen:
-                    seen.add(c)
-                    visit(c, prefix + k + ".")
-        else:
-            for k, c in m.named_children():
-                visit(c, prefix + k + ".")
-
-    visit(root, "")
+    module of the hierarchy to its qualified name (later visits win).
+    The walk runs in C (fxcpp._C._collect_tensor_attrs)."""
+    _C._collect_tensor_attrs(root, out, _TENSOR_LIKE, _NOT_TENSOR_TYPES, _module_named_children)
 
 
 # Per Tracer subclass: whether its create_proxy accepts ``proxy_factory_fn``.
@@ -672,7 +661,7 @@ class Tracer(TracerBase):
                 ), f"traced_func_name={self.traced_func_name} doesn't exist in {type(root).__name__}"
 
                 fn = getattr(type(root), self.traced_func_name)
-                self.submodule_paths = {mod: name for name, mod in root.named_modules()}
+                self.submodule_paths = _C._module_paths(root, _module_named_modules)
             else:
                 self.root = torch.nn.Module()
                 fn = root

@@ -111,6 +111,8 @@ int init_graph_type(PyObject* m);
 int init_transform(PyObject* m);
 /// Module functions for tooling such as DOT export (tools_bindings.cpp).
 int init_tools(PyObject* m);
+/// Module functions for symbolic tracing (trace_bindings.cpp).
+int init_trace(PyObject* m);
 /// The core graph of a fxcpp.Graph object (borrowed), or null with TypeError set.
 Graph* core_graph_of(PyObject* graph);
 
