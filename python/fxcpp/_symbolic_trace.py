@@ -49,7 +49,7 @@ from .proxy import ParameterProxy, Proxy, TracerBase, compatibility, _library_cr
 
 HAS_VARSTUFF = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
 
-# These need to run in global scope to handle nested calls correctly
+# Module.__call__/__getattr__ as they were at import time; the tracer patches them.
 _orig_module_call: Callable = torch.nn.Module.__call__
 _orig_module_getattr: Callable = torch.nn.Module.__getattr__
 
@@ -65,27 +65,11 @@ def is_fx_tracing():
 @compatibility(is_backward_compatible=True)
 class ProxyableClassMeta(type):
     """
-    ProxyableClassMeta allows you to make construction of a given Python class
-    symbolically traceable. For example::
+    Metaclass that makes constructing instances of a class traceable.
 
-        import torch
-        import fxcpp as fx
-
-        class TensorPair(metaclass=fx.ProxyableClassMeta):
-            def __init__(self, left, right):
-                self.left, self.right = left, right
-
-            def add(self, other):
-                l = self.left + other.left
-                r = self.right + other.right
-                return TensorPair(l, r)
-
-        def use_tensor_pair_ctor(x : TensorPair, y : torch.Tensor):
-            s = x.add(TensorPair(y, y))
-            return s.mul(x)
-
-    Constructing such a class with a Proxy argument records a ``call_function``
+    Calling the class with a Proxy among the arguments records a ``call_function``
     node whose target is the class, instead of running ``__init__``.
+    Same behaviour as ``torch.fx.ProxyableClassMeta``.
     """
 
     def __init__(cls, name, bases, attrs):
@@ -121,7 +105,7 @@ def _patch_function(fn: FunctionType, nargs: int) -> FunctionType:
 @compatibility(is_backward_compatible=False)
 class PHBase(object):
     """
-    Object representing an input placeholder to `concrete_args`
+    Marker type; its instance ``PH`` keeps a ``concrete_args`` entry as a real input.
     """
 
     def __repr__(self):
@@ -190,16 +174,12 @@ def _create_proxy_accepts_factory(tracer) -> bool:
 
 @compatibility(is_backward_compatible=True)
 class Tracer(TracerBase):
-    # The first line of this docstring overrides the signature Sphinx generates.
+    # Sphinx shows the first docstring line below as the signature.
     """Tracer(autowrap_modules=(math,), autowrap_functions=())
 
-    ``Tracer`` is the class that implements the symbolic tracing functionality
-    of ``fxcpp.symbolic_trace``. A call to ``symbolic_trace(m)`` is equivalent
-    to ``Tracer().trace(m)``.
-
-    Tracer can be subclassed to override various behaviors of the tracing
-    process. The different behaviors that can be overridden are described
-    in the docstrings of the methods on this class.
+    Records the operations performed by a module or function into a ``Graph``;
+    ``symbolic_trace(m)`` is shorthand for ``Tracer().trace(m)``. Subclasses can
+    customise tracing by overriding the hook methods defined here.
     """
 
     @compatibility(is_backward_compatible=True)
@@ -210,32 +190,24 @@ class Tracer(TracerBase):
         param_shapes_constant: bool = False,
     ) -> None:
         """
-        Construct a Tracer object.
+        Create a tracer.
 
         Args:
-
-            autowrap_modules (Tuple[ModuleType]): defaults to `(math, )`,
-                Python modules whose functions should be wrapped automatically
-                without needing to use fx.wrap().
-
-            autowrap_function (Tuple[Callable, ...]): defaults to `()`,
-                Python functions that should be wrapped automatically without
-                needing to use fx.wrap().
-
-            param_shapes_constant (bool): When this flag is set,  calls to shape,
-                size and a few other shape like attributes of a module's parameter
-                will be evaluted directly, rather than returning a new Proxy value
-                for an attribute access.
+            autowrap_modules: modules whose public functions are recorded as leaf
+                calls without an explicit ``wrap()``.
+            autowrap_functions: individual functions handled the same way.
+            param_shapes_constant: evaluate shape-like accesses (``shape``,
+                ``size()``, ...) on parameters eagerly instead of returning proxies.
         """
         super().__init__()
 
-        # Functions we will eagerly wrap when we see them while tracing
-        # this captures both `math.sqrt()` and `from math import sqrt` automatically
+        # id()s of callables recorded as leaf calls wherever they show up (reached as
+        # ``math.sqrt`` or imported by name alike).
         self._autowrap_function_ids: Set[int] = set(_autowrap_ids_for(autowrap_modules))
         self._autowrap_function_ids.update(set([id(f) for f in autowrap_functions]))
 
-        # Python modules to apply autowrap to at the start, in addition to
-        # modules we see while tracing
+        # Namespaces scanned for autowrap candidates when the trace starts (modules
+        # reached during tracing are scanned as well).
         self._autowrap_search: List[ModuleType] = list(autowrap_modules)
         self.param_shapes_constant = param_shapes_constant
 
@@ -268,30 +240,12 @@ class Tracer(TracerBase):
     @compatibility(is_backward_compatible=True)
     def create_arg(self, a: Any) -> "Argument":
         """
-        A method to specify the behavior of tracing when preparing values to
-        be used as arguments to nodes in the ``Graph``.
+        Turn ``a`` into a value that may be stored as a node argument.
 
-        By default, the behavior includes:
-
-        #. Iterate through collection types (e.g. tuple, list, dict) and recursively
-           call ``create_args`` on the elements.
-        #. Given a Proxy object, return a reference to the underlying IR ``Node``
-        #. Given a non-Proxy Tensor object, emit IR for various cases:
-
-            * For a Parameter, emit a ``get_attr`` node referring to that Parameter
-            * For a non-Parameter Tensor, store the Tensor away in a special
-              attribute referring to that attribute.
-
-        This method can be overridden to support more types.
-
-        Args:
-
-            a (Any): The value to be emitted as an ``Argument`` in the ``Graph``.
-
-
-        Returns:
-
-            The value ``a`` converted into the appropriate ``Argument``
+        Parameters, buffers and submodules of ``root`` become ``get_attr`` nodes;
+        other constant tensors are attached to ``root`` and referenced the same way;
+        proxies and containers are handled by ``TracerBase.create_arg``. Override
+        to support further types.
         """
         if isinstance(a, torch.nn.Parameter):
             n = self._fx_lookup('parameters', a)
@@ -342,8 +296,8 @@ class Tracer(TracerBase):
             return self.create_node("get_attr", qualname, (), {})
 
         if type(a) in _proxyable_classes:
-            # An instance of a proxyable class whose construction we did not
-            # witness: intern it as a constant attribute.
+            # Proxyable-class object created outside the trace: store it on the root as a
+            # constant and reference it with get_attr.
             i = 0
             while True:
                 qualname = f"_{a.__class__.__name__}_constant_{i}"
@@ -359,22 +313,13 @@ class Tracer(TracerBase):
     @compatibility(is_backward_compatible=True)
     def is_leaf_module(self, m: torch.nn.Module, module_qualified_name: str) -> bool:
         """
-        A method to specify whether a given ``nn.Module`` is a "leaf" module.
-
-        Leaf modules are the atomic units that appear in
-        the IR, referenced by ``call_module`` calls. By default,
-        Modules in the PyTorch standard library namespace (torch.nn)
-        are leaf modules. All other modules are traced through and
-        their constituent ops are recorded, unless specified otherwise
-        via this parameter.
+        Whether a call to ``m`` is recorded as one opaque ``call_module`` node
+        instead of being traced into. By default: modules defined in ``torch.nn`` /
+        ``torch.ao.nn``, except ``Sequential``.
 
         Args:
-
-            m (Module): The module being queried about
-            module_qualified_name (str): The path to root of this module. For example,
-                if you have a module hierarchy where submodule ``foo`` contains
-                submodule ``bar``, which contains submodule ``baz``, that module will
-                appear with the qualified name ``foo.bar.baz`` here.
+            m: the module being called.
+            module_qualified_name: dotted path of ``m`` below the root (``foo.bar``).
         """
         mod_name = m.__module__
         return (
@@ -385,23 +330,17 @@ class Tracer(TracerBase):
     @compatibility(is_backward_compatible=True)
     def path_of_module(self, mod: torch.nn.Module) -> str:
         """
-        Helper method to find the qualified name of ``mod`` in the Module hierarchy
-        of ``root``. For example, if ``root`` has a submodule named ``foo``, which has
-        a submodule named ``bar``, passing ``bar`` into this function will return
-        the string "foo.bar".
-
-        Args:
-
-            mod (str): The ``Module`` to retrieve the qualified name for.
+        Return the dotted name under which ``mod`` lives in ``self.root``
+        (``NameError`` when it is not one of its submodules).
         """
-        # Prefer the O(1) algorithm
+        # Table built when the trace started.
         if self.submodule_paths:
             path = self.submodule_paths.get(mod)
             if path is None:
                 raise NameError("module is not installed as a submodule")
             assert isinstance(path, str)
             return path
-        # Fallback in the case that we didn't store the submodule paths.
+        # No table: scan the hierarchy.
         else:
             for n, p in self.root.named_modules():
                 if mod is p:
@@ -417,30 +356,16 @@ class Tracer(TracerBase):
         kwargs: Dict[str, Any],
     ) -> Any:
         """
-        Method that specifies the behavior of this ``Tracer`` when it encounters
-        a call to an ``nn.Module`` instance.
+        Hook called for every ``nn.Module`` invocation during tracing.
 
-        By default, the behavior is to check if the called module is a leaf module
-        via ``is_leaf_module``. If it is, emit a ``call_module`` node referring to
-        ``m`` in the ``Graph``. Otherwise, call the ``Module`` normally, tracing through
-        the operations in its ``forward`` function.
-
-        This method can be overridden to--for example--create nested traced
-        GraphModules, or any other behavior you would want while tracing across
-        ``Module`` boundaries.
+        Leaf modules (see ``is_leaf_module``) are recorded as a ``call_module`` node
+        and a Proxy is returned; other modules are executed through ``forward`` so
+        their operations are traced inline. Override to change that policy.
 
         Args:
-
-            m (Module): The module for which a call is being emitted
-            forward (Callable): The forward() method of the ``Module`` to be invoked
-            args (Tuple): args of the module callsite
-            kwargs (Dict): kwargs of the module callsite
-
-        Return:
-
-            The return value from the Module call. In the case that a ``call_module``
-            node was emitted, this is a ``Proxy`` value. Otherwise, it is whatever
-            value was returned from the ``Module`` invocation.
+            m: the called module.
+            forward: runs the module's original ``__call__``.
+            args, kwargs: arguments of the call.
         """
         module_qualified_name = self.path_of_module(m)
         if not self.is_leaf_module(m, module_qualified_name):
@@ -450,25 +375,11 @@ class Tracer(TracerBase):
     @compatibility(is_backward_compatible=False)
     def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: Dict[str, Any]):
         """
-        Method that specifies the behavior of this ``Tracer`` when we call getattr
-        on a call to an ``nn.Module`` instance.
+        Hook called for attribute reads on ``nn.Module`` objects during tracing.
 
-        By default, the behavior is to return a proxy value for the attribute. It
-        also stores the proxy value in the ``parameter_proxy_cache``, so that future
-        calls will reuse the proxy rather than creating a new one.
-
-        This method can be overridden to --for example-- not return proxies when
-        querying parameters.
-
-        Args:
-
-            attr (str): The name of the attribute being queried
-            attr_val (Any): The value of the attribute
-            parametr_proxy_cache (Dict[str, Any]): A cache of attr names to proxies
-
-        Return:
-
-            The return value from the getattr call.
+        Parameters of ``root`` (and buffers when ``proxy_buffer_attributes`` is set)
+        come back as ``get_attr`` proxies, memoised per name in
+        ``parameter_proxy_cache``; anything else is returned as is.
         """
         if isinstance(attr_val, torch.nn.Parameter):
             n = self._fx_lookup('parameters', attr_val)
@@ -496,13 +407,12 @@ class Tracer(TracerBase):
             parameter_proxy_cache[n] = proxy
         return proxy
 
-    # This method will be refactored
+    # Not a stable API yet.
     @compatibility(is_backward_compatible=False)
     def create_args_for_root(self, root_fn, is_module, concrete_args=None):
         """
-        Create ``placeholder`` nodes corresponding to the signature of the ``root``
-        Module. This method introspects root's signature and emits those
-        nodes accordingly, also supporting ``*args`` and ``**kwargs``.
+        Emit a ``placeholder`` per parameter of the root function (``*args`` and
+        ``**kwargs`` included); return the function to run and its arguments.
         """
         # A function decorated with ``functools.wraps`` has the interesting
         # signature on the innermost callable.
@@ -591,7 +501,7 @@ class Tracer(TracerBase):
         args.extend(proxy_placeholder(names) for names in arg_names)
 
         if co.co_kwonlyargcount > 0 or co.co_flags & HAS_VARSTUFF:
-            # TODO: type annotations for *args and **kwargs
+            # TODO: carry type annotations for the *args / **kwargs placeholders.
             if co.co_flags & inspect.CO_VARARGS:
                 args.append(proxy_placeholder("*" + next(names_iter)))
             if co.co_flags & inspect.CO_VARKEYWORDS:
@@ -600,8 +510,8 @@ class Tracer(TracerBase):
 
         flat_args, in_spec = pytree.tree_flatten(tuple(args))
         if any(not isinstance(i, pytree.LeafSpec) for i in in_spec.children_specs):
-            # Pytree-flattened inputs in ``concrete_args``: trace a flattening
-            # wrapper around the original root function instead.
+            # Structured (pytree) concrete_args: trace a wrapper that takes the flattened
+            # inputs and rebuilds the original arguments.
             self.graph._codegen = _PyTreeCodeGen(
                 _PyTreeInfo(orig_args[:total_args], in_spec, None)
             )
@@ -626,25 +536,14 @@ class Tracer(TracerBase):
         concrete_args: Optional[Dict[str, Any]] = None,
     ) -> Graph:
         """
-        Trace ``root`` and return the corresponding FX ``Graph`` representation. ``root``
-        can either be an ``nn.Module`` instance or a Python callable.
+        Trace ``root`` (module or plain callable) and return the recorded ``Graph``.
 
-        Note that after this call, ``self.root`` may be different from the ``root`` passed
-        in here. For example, when a free function is passed to ``trace()``, we will
-        create an ``nn.Module`` instance to use as the root and add embedded constants
-        to.
-
+        For a plain callable a fresh ``nn.Module`` becomes ``self.root`` and
+        receives the constants met while tracing.
 
         Args:
-
-            root (Union[Module, Callable]): Either a ``Module`` or a function to be
-                traced through.
-            concrete_args (Optional[Dict[str, any]]): Concrete arguments that should
-                not be treated as Proxies.
-
-        Returns:
-
-            A ``Graph`` representing the semantics of the passed-in ``root``.
+            root: module or function to trace.
+            concrete_args: argument values to specialise on rather than trace.
         """
         global _is_fx_tracing_flag
         old_is_fx_tracing_flag = _is_fx_tracing_flag
@@ -680,18 +579,18 @@ class Tracer(TracerBase):
 
             assert isinstance(fn, FunctionType)
 
-            fn_globals = fn.__globals__  # run before it gets patched
+            fn_globals = fn.__globals__  # read now: create_args_for_root may swap fn
             fn, args = self.create_args_for_root(
                 fn, isinstance(root, torch.nn.Module), concrete_args
             )
 
-            parameter_proxy_cache: Dict[str, Proxy] = {}  # Reduce number of get_attr calls
+            parameter_proxy_cache: Dict[str, Proxy] = {}  # one get_attr proxy per attribute
 
             tracer_getattr = self.getattr
             default_getattr = type(self).getattr is Tracer.getattr
 
-            # Method dispatch on parameters is not recorded unless it's directly used.
-            # Thus, we need to insert a proxy when __getattr__ requests a parameter.
+            # Parameter reads through Module.__getattr__ have to yield proxies, otherwise
+            # method calls made on them would go unrecorded.
             if default_getattr and not self.proxy_buffer_attributes:
                 @functools.wraps(_orig_module_getattr)
                 def module_getattr_wrapper(mod, attr):
@@ -721,7 +620,7 @@ class Tracer(TracerBase):
                 return self.call_module(mod, forward, args, kwargs)
 
             with _Patcher() as patcher:
-                # allow duplicate patches to support the case of nested calls
+                # deduplicate=False: a nested trace patches these once more.
                 patcher.patch_method(
                     torch.nn.Module,
                     "__getattr__",
@@ -753,7 +652,7 @@ class Tracer(TracerBase):
         return self.graph
 
     def __deepcopy__(self, memo):
-        # _autowrap_search contains modules, which cannot be deepcopied.
+        # Modules in _autowrap_search can't be deep-copied; that list is copied shallowly.
         new_tracer = Tracer.__new__(Tracer)
 
         for k, v in self.__dict__.items():
@@ -770,25 +669,20 @@ class Tracer(TracerBase):
 _library_create_args.add(Tracer.create_arg)
 
 
-# List of pairs of (global dict, function name) functions
-# to patch for the purposes of the wrap() API.
+# (globals dict, name) pairs registered through wrap(); patched for each trace.
 _wrapped_fns_to_patch: List[Tuple[dict, str]] = []
 
-# List of methods on classes to wrap (class type, function name)
-# this currently only works for Tensor.* methods that aren't traced properly
+# (class, method name) pairs recorded as call_method nodes (used for Tensor methods).
 _wrapped_methods_to_patch: List[Tuple[type, str]] = []
 
 if os.environ.get("FX_PATCH_GETITEM") == "1":
-    # Needed to trace models like PositionalEmbedding from BERT, but breaks
-    # quantization (pytorch issue 50710), hence opt-in.
+    # Opt-in: helps models that index tensors with proxies (e.g. BERT positional
+    # embeddings) but is known to break quantization (pytorch issue 50710).
     _wrapped_methods_to_patch.append((torch.Tensor, "__getitem__"))
 
 
 def _find_proxy(*objects_to_search):
-    """
-    Recursively search a data structure for a Proxy() and return it,
-    return None if not found.
-    """
+    """Return the first Proxy inside the (nested) arguments, or None."""
     def search(x):
         if isinstance(x, Proxy):
             return x
@@ -828,12 +722,8 @@ def _get_wrapped_func(orig_fn):
 def _create_wrapped_func(orig_fn):
     @functools.wraps(orig_fn)
     def wrapped(*args, **kwargs):
-        """
-        Given an closed-over ``orig_function`` to invoke, search the args and kwargs for
-        a Proxy object. If there is one, emit a ``call_function`` node to preserve the
-        call to this leaf function directly. Otherwise, just return the results of
-        this function call, as this function is not being traced.
-        """
+        """Record a ``call_function`` node for ``orig_fn`` when an argument is a Proxy;
+        otherwise just call it."""
         proxy = _find_proxy(args, kwargs)
         if proxy is not None:
             return_proxy = proxy.tracer.create_proxy(
@@ -851,12 +741,8 @@ def _create_wrapped_method(cls, name):
 
     @functools.wraps(orig_fn)
     def wrapped(*args, **kwargs):
-        """
-        Search the args and kwargs for a Proxy object. If there is one,
-        emit a ``call_method`` node to preserve the call to this method
-        directly. Otherwise, just return the results of this function
-        call, as this function is not being traced.
-        """
+        """Record a ``call_method`` node when an argument is a Proxy; otherwise call
+        the original method."""
         proxy = _find_proxy(args, kwargs)
         if proxy is not None:
             return proxy.tracer.create_proxy("call_method", name, args, kwargs)
@@ -906,14 +792,12 @@ class _Patcher(object):
         new_fn: Callable,
         deduplicate: bool = True,
     ):
-        """
-        Replace frame_dict[name] with new_fn until we exit the context manager.
-        """
+        """Set ``frame_dict[name] = new_fn`` until the patcher exits."""
         setattr(new_fn, _ALREADY_PATCHED, deduplicate)
         if name not in frame_dict and hasattr(builtins, name):
             self.patches_made.append(_PatchedFnDel(frame_dict, name, None))
         elif getattr(frame_dict[name], _ALREADY_PATCHED, False):
-            return  # already patched, no need to do it again
+            return  # wrapper already installed
         else:
             self.patches_made.append(
                 _PatchedFnSetItem(frame_dict, name, frame_dict[name])
@@ -923,18 +807,16 @@ class _Patcher(object):
     def patch_method(
         self, cls: type, name: str, new_fn: Callable, deduplicate: bool = True
     ):
-        """
-        Replace object_or_dict.name with new_fn until we exit the context manager.
-        """
+        """Set ``cls.name = new_fn`` until the patcher exits."""
         setattr(new_fn, _ALREADY_PATCHED, deduplicate)
         orig_fn = getattr(cls, name)
         if getattr(orig_fn, _ALREADY_PATCHED, False):
-            return  # already patched, no need to do it again
+            return  # wrapper already installed
         self.patches_made.append(_PatchedFnSetAttr(cls, name, orig_fn))
         setattr(cls, name, new_fn)
 
     def visit_once(self, thing: Any):
-        """Return True on the first call to with thing, otherwise false"""
+        """True the first time ``thing`` is passed in, False afterwards."""
         idx = id(thing)
         if idx in self.visited:
             return False
@@ -945,11 +827,9 @@ class _Patcher(object):
         return self
 
     def __exit__(self, exc_type, exc_val, exc_tb):
-        """
-        Undo all the changes made via self.patch() and self.patch_method()
-        """
+        """Revert every patch made through this patcher."""
         while self.patches_made:
-            # unpatch in reverse order to handle duplicates correctly
+            # newest first, so a name patched twice gets its original back
             self.patches_made.pop().revert()
         self.visited.clear()
 
@@ -966,8 +846,8 @@ def _all_wrapped_methods_to_patch():
 
 def _patch_wrapped_functions(patcher: _Patcher):
     """
-    Go through the wrap() registries and, for each frame object, wrap
-    the listed global functions in the `_create_wrapped_func` wrapper.
+    Install tracing wrappers for every function and method registered with
+    ``wrap()`` (ours and torch.fx's).
     """
     for frame_dict, name in _all_wrapped_fns_to_patch():
         if name not in frame_dict and hasattr(builtins, name):
@@ -990,8 +870,8 @@ def _autowrap_check(
     patcher: _Patcher, frame_dict: Dict[str, Any], function_ids: Set[int]
 ):
     """
-    Some methods, like `math.sqrt` are common enough we want to automatically wrap them as we see them.
-    This method searches a scope for them and patches them if found.
+    Replace autowrap candidates (``math.sqrt`` and the like) found in
+    ``frame_dict`` with tracing wrappers; each namespace is visited once.
     """
     if patcher.visit_once(frame_dict):
         for name, value in frame_dict.items():
@@ -1006,36 +886,12 @@ def _autowrap_check(
 @compatibility(is_backward_compatible=True)
 def wrap(fn_or_name: Union[str, Callable]):
     """
-    This function can be called at module-level scope to register fn_or_name as a "leaf function".
-    A "leaf function" will be preserved as a CallFunction node in the FX trace instead of being
-    traced through::
-
-        # foo/bar/baz.py
-        def my_custom_function(x, y):
-            return x * x + y * y
-
-        fxcpp.wrap('my_custom_function')
-
-        def fn_to_be_traced(x, y):
-            # When symbolic tracing, the below call to my_custom_function will be inserted into
-            # the graph rather than tracing it.
-            return my_custom_function(x, y)
-
-    This function can also equivalently be used as a decorator::
-
-        # foo/bar/baz.py
-        @fxcpp.wrap
-        def my_custom_function(x, y):
-            return x * x + y * y
-
-    A wrapped function can be thought of a "leaf function", analogous to the concept of
-    "leaf modules", that is, they are functions that are left as calls in the FX trace
-    rather than traced through.
+    Register a global function, or the name of one, as a leaf function: while
+    tracing, calls to it are recorded as ``call_function`` nodes instead of
+    being traced into. Call it at module top level or use it as a decorator.
 
     Args:
-
-        fn_or_name (Union[str, Callable]): The function or name of the global function to insert into the
-            graph when it's called
+        fn_or_name: the function, or the name of a global of the calling module.
     """
     if not callable(fn_or_name) and not isinstance(fn_or_name, str):
         raise RuntimeError(
@@ -1044,7 +900,7 @@ def wrap(fn_or_name: Union[str, Callable]):
         )
 
     if callable(fn_or_name):
-        assert not isinstance(fn_or_name, str)  # to make mypy happy
+        assert not isinstance(fn_or_name, str)  # narrows the type for mypy
         fn_name = fn_or_name.__name__
     else:
         assert isinstance(
@@ -1066,51 +922,16 @@ def symbolic_trace(
     concrete_args: Optional[Dict[str, Any]] = None,
 ) -> GraphModule:
     """
-    Symbolic tracing API
+    Trace ``root`` and return a ``GraphModule`` built from the recorded graph.
 
-    Given an ``nn.Module`` or function instance ``root``, this function will return a ``GraphModule``
-    constructed by recording operations seen while tracing through ``root``.
-
-    ``concrete_args`` allows you to partially specialize your function, whether it's to remove control flow or data structures.
-
-    For example::
-
-        def f(a, b):
-            if b == True:
-                return a
-            else:
-                return a*2
-
-    FX can typically not trace through this due to the presence of control
-    flow. However, we can use `concrete_args` to specialize on the value of
-    `b` to trace through this::
-
-        f = fx.symbolic_trace(f, concrete_args={'b': False})
-        assert f(3, False)  == 6
-
-    Note that although you can still pass in different values of `b`, they will be ignored.
-
-    We can also use `concrete_args` to eliminate data-structure handling from
-    our function. This will use pytrees to flatten your input. To avoid
-    overspecializing, pass in `fx.PH` for values that shouldn't be
-    specialized. For example::
-
-        def f(x):
-            out = 0
-            for v in x.values():
-                out += v
-            return out
-        f = fx.symbolic_trace(f, concrete_args={'x': {'a': fx.PH, 'b': fx.PH, 'c': fx.PH}})
-        assert f({'a': 1, 'b': 2, 'c': 4}) == 7
-
+    ``concrete_args`` pins chosen inputs to fixed values, so control flow that
+    depends on them can be traced; inside a structured value, ``PH`` marks the
+    entries that stay real inputs (structures are flattened with pytree).
+    Same behaviour as ``torch.fx.symbolic_trace``.
 
     Args:
-        root (Union[torch.nn.Module, Callable]): Module or function to be traced and converted
-            into a Graph representation.
-        concrete_args (Optional[Dict[str, any]]): Inputs to be partially specialized
-
-    Returns:
-        GraphModule: a Module created from the recorded operations from ``root``.
+        root: ``nn.Module`` or function to trace.
+        concrete_args: argument name -> value to specialise on.
     """
     tracer = Tracer()
     graph = tracer.trace(root, concrete_args)

@@ -5,7 +5,7 @@ from .proxy import Proxy
 
 @compatibility(is_backward_compatible=False)
 def annotate(val, type):
-    # ``val`` is either a regular value (not tracing) or a Proxy (tracing).
+    # Only Proxies (i.e. values seen while tracing) get annotated; others pass through.
     if not isinstance(val, Proxy):
         return val
     node = val.node

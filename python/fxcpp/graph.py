@@ -147,13 +147,13 @@ class CodeGen(object):
         self._body_transformer: Optional[TransformCodeFunc] = None
 
     def gen_fn_def(self, free_vars: List[str], maybe_return_annotation: str) -> str:
-        """``gen_fn_def(['a', 'b'], '') == 'def forward(self, a, b):'``"""
+        """Header line of the generated function; ``self`` is prepended to ``free_vars`` if missing."""
         if not free_vars or free_vars[0] != 'self':
             free_vars.insert(0, 'self')
         return f"def forward({', '.join(free_vars)}){maybe_return_annotation}:"
 
     def generate_output(self, output_args: Argument) -> str:
-        """The return statement of the generated function."""
+        """Source line returning ``output_args``."""
         return f'return {repr(output_args)}'
 
     def process_inputs(self, *args: Any) -> Any:

@@ -66,7 +66,7 @@ class _EvalCacheLoader(object):
         # first ``linecache.getlines(key)``.
         linecache.cache[key] = (functools.partial(self.get_source, key),)
 
-    # Part of the loader protocol (PEP 302); linecache calls it for the source.
+    # linecache asks loaders for source through get_source (PEP 302 protocol).
     def get_source(self, module_name: str) -> Optional[str]:
         return self.eval_cache.get(module_name)
 
@@ -255,10 +255,10 @@ def _child(module: torch.nn.Module, item: str):
     return sub if sub is not None else getattr(module, item)
 
 
-# copy the attribute with qualified name ``target`` from ``from_module`` to
-# ``to_module``, creating empty Modules for missing intermediate path atoms.
-# ``cache`` (optional, one construction) maps a resolved prefix path to its
-# (source, destination) modules so that shared prefixes are walked once.
+# Copy the value found at dotted path ``target`` in ``from_module`` to the same
+# path in ``to_module``; missing intermediate modules are created as plain
+# ``nn.Module()``s.  ``cache`` (optional) remembers the (source, destination)
+# pair of each resolved prefix so that common prefixes are walked only once.
 def _copy_attr(from_module: torch.nn.Module, to_module: torch.nn.Module, target: str,
                cache: Optional[Dict[str, Tuple[Any, Any]]] = None):
     prefix_path, _, field = target.rpartition('.')
@@ -287,8 +287,8 @@ def _copy_attr(from_module: torch.nn.Module, to_module: torch.nn.Module, target:
     _install(to_module, field, getattr(from_module, field))
 
 
-# install ``from_obj`` at qualified name ``target`` on ``to_module``, creating
-# empty Modules for missing intermediate path atoms
+# Store ``from_obj`` at dotted path ``target`` inside ``to_module``, creating
+# plain ``nn.Module()``s for missing intermediate levels.
 def _assign_attr(from_obj: Any, to_module: torch.nn.Module, target: str):
     *prefix, field = target.split('.')
     for item in prefix:
@@ -355,17 +355,11 @@ _GET_ATTR_OR_CALL_MODULE = ('get_attr', 'call_module')
 
 @compatibility(is_backward_compatible=True)
 class GraphModule(torch.nn.Module):
-    """
-    GraphModule is an nn.Module generated from an fx.Graph. Graphmodule has a
-    ``graph`` attribute, as well as ``code`` and ``forward`` attributes generated
-    from that ``graph``.
+    """An ``nn.Module`` whose ``forward`` is Python code generated from a :class:`Graph`.
 
-    .. warning::
-
-        When ``graph`` is reassigned, ``code`` and ``forward`` will be automatically
-        regenerated. However, if you edit the contents of the ``graph`` without reassigning
-        the ``graph`` attribute itself, you must call ``recompile()`` to update the generated
-        code.
+    ``gm.graph`` is the graph, ``gm.code`` the generated source. Assigning a new graph
+    regenerates both; after editing the nodes of the current graph in place, call
+    ``recompile()``.
     """
     def __new__(cls: 'Type[GraphModule]', *args, **kwargs):
         # Every instance gets its own singleton subclass so that it can carry
@@ -387,24 +381,15 @@ class GraphModule(torch.nn.Module):
                  graph: Graph,
                  class_name: str = 'GraphModule'):
         """
-        Construct a GraphModule.
+        Build a GraphModule executing ``graph``.
 
         Args:
-
-            root (Union[torch.nn.Module, Dict[str, Any]):
-                ``root`` can either be an nn.Module instance or a Dict mapping strings to any attribute type.
-                In the case that ``root`` is a Module, any references to Module-based objects (via qualified
-                name) in the Graph's Nodes' ``target`` field will be copied over from the respective place
-                within ``root``'s Module hierarchy into the GraphModule's module hierarchy.
-                In the case that ``root`` is a dict, the qualified name found in a Node's ``target`` will be
-                looked up directly in the dict's keys. The object mapped to by the Dict will be copied
-                over into the appropriate place within the GraphModule's module hierarchy.
-
-            graph (Graph): ``graph`` contains the nodes this GraphModule should use for code generation
-
-            class_name (str): ``name`` denotes the name of this GraphModule for debugging purposes. If it's unset, all
-                error messages will report as originating from ``GraphModule``. It may be helpful to set this
-                to ``root``'s original name or a name that makes sense within the context of your transform.
+            root: an ``nn.Module`` or a dict. Every ``get_attr``/``call_module``
+                target of the graph is copied from the same dotted path of the
+                module (or from the dict entry of that name) into this module.
+            graph: the graph the ``forward`` code is generated from.
+            class_name: name given to the generated class (shown in reprs and
+                error messages).
         """
         super().__init__()
         self.__class__.__name__ = class_name
@@ -452,7 +437,7 @@ class GraphModule(torch.nn.Module):
         if graph._tracer_extras:
             self._tracer_extras = graph._tracer_extras
 
-        # Dictionary to store metadata
+        # free-form metadata attached by users / passes
         self.meta: Dict[str, Any] = {}
 
     # TorchScript cannot compile the graph setter (pytorch/pytorch#44842);
@@ -461,18 +446,12 @@ class GraphModule(torch.nn.Module):
 
     @property
     def graph(self) -> Graph:
-        """
-        Return the ``Graph`` underlying this ``GraphModule``
-        """
+        """The ``Graph`` this module's code is generated from."""
         return self._graph
 
     @graph.setter
     def graph(self, g: Graph) -> None:
-        """
-        Set the underlying ``Graph`` for this ``GraphModule``. This will internally
-        recompile the ``GraphModule`` so that the generated ``forward()`` function
-        corresponds to ``g``
-        """
+        """Install ``g`` as this module's graph and regenerate ``forward``."""
         assert isinstance(g, Graph), f'Expected a Graph instance, but got {type(g)}'
         self._graph = g
         g.owning_module = self
@@ -480,15 +459,12 @@ class GraphModule(torch.nn.Module):
 
     @compatibility(is_backward_compatible=False)
     def to_folder(self, folder: Union[str, os.PathLike], module_name: str = "FxModule"):
-        """Dumps out module to ``folder`` with ``module_name`` so that it can be
-        imported with ``from <folder> import <module_name>``
+        """Write this module (source, state dict, pickled submodules) to ``folder``
+        so that ``from <folder> import <module_name>`` brings it back.
 
         Args:
-
-            folder (Union[str, os.PathLike]): The folder to write the code out to
-
-            module_name (str): Top-level name to use for the ``Module`` while
-                writing out the code
+            folder: output directory (created if missing).
+            module_name: class name used in the written source.
         """
         folder = Path(folder)
         folder.mkdir(exist_ok=True)
@@ -504,7 +480,7 @@ class {module_name}(torch.nn.Module):
     def __init__(self):
         super().__init__()
 """]
-        # these module types have a repr that evaluates back to an equivalent module
+        # modules whose repr() is valid constructor source
         safe_reprs = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d,
                       nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
 
@@ -545,24 +521,11 @@ class {module_name}(torch.nn.Module):
     @compatibility(is_backward_compatible=True)
     def add_submodule(self, target: str, m: torch.nn.Module) -> bool:
         """
-        Adds the given submodule to ``self``.
+        Install ``m`` at dotted path ``target``, creating plain ``nn.Module()``s for
+        missing intermediate levels.
 
-        This installs empty Modules where none exist yet if they are
-        subpaths of ``target``.
-
-        Args:
-            target: The fully-qualified string name of the new submodule
-                (See example in ``nn.Module.get_submodule`` for how to
-                specify a fully-qualified string.)
-            m: The submodule itself; the actual object we want to
-                install in the current Module
-
-        Return:
-            bool: Whether or not the submodule could be inserted. For
-                this method to return True, each object in the chain
-                denoted by ``target`` must either a) not exist yet,
-                or b) reference an ``nn.Module`` (not a parameter or
-                other attribute)
+        Returns ``False`` (without installing) if some level of the path already
+        exists but is not an ``nn.Module``; ``True`` otherwise.
         """
         *prefix, field = target.split('.')
         mod: torch.nn.Module = self
@@ -580,21 +543,10 @@ class {module_name}(torch.nn.Module):
     @compatibility(is_backward_compatible=True)
     def delete_submodule(self, target: str) -> bool:
         """
-        Deletes the given submodule from ``self``.
+        Remove the submodule at dotted path ``target``.
 
-        The module will not be deleted if ``target`` is not a valid
-        target.
-
-        Args:
-            target: The fully-qualified string name of the new submodule
-                (See example in ``nn.Module.get_submodule`` for how to
-                specify a fully-qualified string.)
-
-        Returns:
-            bool: Whether or not the target string referenced a
-                submodule we want to delete. A return value of ``False``
-                means that the ``target`` was not a valid reference to
-                a submodule.
+        Returns ``True`` if it was removed, ``False`` if the path does not lead to a
+        submodule (nothing is changed then).
         """
         *path, leaf = target.split(".")
         mod: torch.nn.Module = self
@@ -614,17 +566,10 @@ class {module_name}(torch.nn.Module):
     @compatibility(is_backward_compatible=True)
     def delete_all_unused_submodules(self) -> None:
         """
-        Deletes all unused submodules from ``self``.
+        Remove every submodule the graph does not use.
 
-        A Module is considered "used" if any one of the following is
-        true:
-        1. It has children that are used
-        2. Its forward is called directly via a ``call_module`` node
-        3. It has a non-Module attribute that is used from a
-        ``get_attr`` node
-
-        This method can be called to clean up an ``nn.Module`` without
-        manually calling ``delete_submodule`` on each unused submodule.
+        A submodule is kept if it lies on the dotted path of a ``call_module`` or
+        ``get_attr`` target, or inside a module that a ``call_module`` node calls.
         """
         used: Set[str] = set()
         for node in self.graph.nodes:
@@ -654,10 +599,7 @@ class {module_name}(torch.nn.Module):
 
     @property
     def code(self) -> str:
-        """
-        Return the Python code generated from the ``Graph`` underlying this
-        ``GraphModule``.
-        """
+        """The Python source generated for ``forward``."""
         if not hasattr(self, '_code'):
             raise RuntimeError('Code has not been generated! Please report a bug to PyTorch')
         return self._code
@@ -665,9 +607,8 @@ class {module_name}(torch.nn.Module):
     @compatibility(is_backward_compatible=True)
     def recompile(self) -> PythonCode:
         """
-        Recompile this GraphModule from its ``graph`` attribute. This should be
-        called after editing the contained ``graph``, otherwise the generated
-        code of this ``GraphModule`` will be out of date.
+        Regenerate ``code`` and ``forward`` from ``self.graph``; call this after
+        modifying the graph in place.
         """
         graph = self._graph
         codegen = graph._codegen
@@ -696,8 +637,8 @@ class {module_name}(torch.nn.Module):
 
         return python_code
 
-    # Passing Tracer as argument allows subclasses extending fx.GraphModule
-    # define their own Tracer (extending fx.Tracer).
+    # _tracer_cls travels in the saved state, so a GraphModule subclass gets
+    # re-traced with its own Tracer subclass on load.
     def __reduce_deploy__(self, importer: Importer):
         dict_without_graph = self.__dict__.copy()
         dict_without_graph['_graphmodule_cls_name'] = self.__class__.__name__
@@ -721,11 +662,8 @@ class {module_name}(torch.nn.Module):
 
     def __reduce__(self):
         """
-        Serialization of GraphModule. We serialize only the generated code, not
-        the underlying ``Graph``. This is because ``Graph`` does not have on-disk
-        backward-compatibility guarantees, whereas Python source code does.
-        On the deserialization side, we symbolically trace through the generated
-        code to regenerate the underlying ``Graph``
+        Pickle only the generated source plus ``__dict__`` (the Graph has no stable
+        on-disk format); loading re-traces the source to rebuild the graph.
         """
         dict_without_graph = self.__dict__.copy()
         python_code = self.recompile()
@@ -745,7 +683,8 @@ class {module_name}(torch.nn.Module):
     @compatibility(is_backward_compatible=False)
     def print_readable(self, print_output: bool = True):
         """
-        Return the Python code generated for current GraphModule and its children GraphModules
+        Return (and by default print) the verbose generated code of this module and
+        of its GraphModule children.
         """
         module_code = self._graph.python_code(root_module='self', verbose=True).src
         module_code = module_code.lstrip('\n')

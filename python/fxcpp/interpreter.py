@@ -43,27 +43,17 @@ def _annotate_exception(e: BaseException, node: Node) -> BaseException:
 
 @compatibility(is_backward_compatible=True)
 class Interpreter:
-    """Executes an fxcpp graph node by node (see torch.fx.Interpreter).
+    """Executes the graph of a GraphModule one node at a time (see torch.fx.Interpreter).
 
-    Overridable methods, by call hierarchy::
-
-        run()
-            +-- run_node
-                +-- placeholder()
-                +-- get_attr()
-                +-- call_function()
-                +-- call_method()
-                +-- call_module()
-                +-- output()
-
-    plus the helpers ``fetch_attr``, ``fetch_args_kwargs_from_env`` and
-    ``map_nodes_to_values``.
+    ``run`` feeds each node to ``run_node``, which dispatches on the node's op to
+    ``placeholder``, ``get_attr``, ``call_function``, ``call_method``,
+    ``call_module`` or ``output``; any of these, as well as ``fetch_attr``,
+    ``fetch_args_kwargs_from_env`` and ``map_nodes_to_values``, may be overridden.
 
     Args:
-        module (GraphModule): The module to be executed
-        garbage_collect_values (bool): Whether to delete values after their last
-            use within the Module's execution (keep all of them in ``self.env``
-            when False).
+        module: the GraphModule to execute.
+        garbage_collect_values: drop each value from ``self.env`` once its last
+            user has run (when False, every value is kept).
     """
 
     @compatibility(is_backward_compatible=True)
@@ -80,14 +70,14 @@ class Interpreter:
 
     @compatibility(is_backward_compatible=True)
     def run(self, *args, initial_env: Optional[Dict[Node, Any]] = None, enable_io_processing: bool = True) -> Any:
-        """Run ``module`` via interpretation and return the result.
+        """Execute the graph on ``args`` and return what its output node yields.
 
         Args:
-            *args: The arguments to the Module to run, in positional order
-            initial_env (Optional[Dict[Node, Any]]): A starting environment
-                (Node -> value); nodes already in it are not executed.
-            enable_io_processing (bool): Process inputs and outputs with the
-                graph's ``process_inputs`` / ``process_outputs``.
+            *args: positional inputs, matched to the placeholders in order.
+            initial_env: optional Node -> value mapping; nodes found in it are
+                not executed.
+            enable_io_processing: pass inputs / outputs through the graph's
+                ``process_inputs`` / ``process_outputs``.
         """
         self.env = initial_env if initial_env else {}
         if enable_io_processing:
@@ -100,7 +90,7 @@ class Interpreter:
         """Run node ``n``: fetch its arguments, then dispatch on ``n.op``."""
         return _C._interp_run_node(self, n)
 
-    # Main Node running APIs
+    # Per-opcode handlers
     @compatibility(is_backward_compatible=True)
     def placeholder(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Any:
         """The next positional input of ``run`` (all remaining ones for ``*args``)."""
@@ -145,10 +135,10 @@ class Interpreter:
         """The value returned by the graph (``args[0]``)."""
         return args[0]
 
-    # Helper methods
+    # Utilities
     @compatibility(is_backward_compatible=True)
     def fetch_attr(self, target: str):
-        """Fetch a (dotted) attribute from the module hierarchy of ``self.module``."""
+        """Resolve the dotted name ``target`` starting from ``self.module``."""
         target_atoms = target.split('.')
         attr_itr = self.module
         for i, atom in enumerate(target_atoms):
@@ -170,7 +160,7 @@ class Interpreter:
     def map_nodes_to_values(self, args: Argument, n: Node) -> Argument:
         """Recursively replace every Node in ``args`` by its value in ``self.env``.
 
-        ``n`` (the node owning ``args``) is only used for error reporting.
+        ``n`` is the node that owns ``args``; it only appears in error messages.
         """
         env = self.env
 
@@ -209,14 +199,14 @@ class Transformer(Interpreter):
 
     @compatibility(is_backward_compatible=True)
     def placeholder(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Proxy:
-        """Insert a ``placeholder`` into the output graph."""
+        """Record a ``placeholder`` in ``self.new_graph`` and return its Proxy."""
         assert isinstance(target, str)
         default_value = next(iter(args)) if args else inspect.Signature.empty
         return Proxy(self.new_graph.placeholder(target, default_value=default_value), self.tracer)
 
     @compatibility(is_backward_compatible=True)
     def get_attr(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Proxy:
-        """Insert a ``get_attr`` node into the output graph."""
+        """Record a ``get_attr`` node in ``self.new_graph`` and return its Proxy."""
         assert isinstance(target, str)
         return Proxy(self.new_graph.get_attr(target), self.tracer)
 
@@ -234,7 +224,7 @@ class Transformer(Interpreter):
 
     @compatibility(is_backward_compatible=True)
     def transform(self) -> GraphModule:
-        """Transform ``self.module`` and return the transformed GraphModule."""
+        """Run the transformation and return a GraphModule built from ``self.new_graph``."""
         with fx_traceback.override_stack_trace():
             result = super().run(enable_io_processing=False)
         if result is not None:

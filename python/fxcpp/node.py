@@ -27,9 +27,9 @@ base_types = BaseArgumentTypes.__args__  # type: ignore[attr-defined]
 Target = Union[Callable[..., Any], str]
 
 Argument = Optional[Union[
-    Tuple[Any, ...],  # actually Argument
-    List[Any],  # actually Argument
-    Dict[str, Any],  # actually Argument
+    Tuple[Any, ...],  # elements are Arguments themselves
+    List[Any],  # elements are Arguments themselves
+    Dict[str, Any],  # values are Arguments themselves
     slice,
     'Node',
     BaseArgumentTypes
@@ -166,7 +166,7 @@ class Node(_C.NodeBase):
 
 @compatibility(is_backward_compatible=True)
 def map_arg(a: Argument, fn: Callable[[Node], Argument]) -> Argument:
-    """Apply fn to each Node appearing in arg (tuples, lists, dicts, slices)."""
+    """Call ``fn`` on every Node inside ``a`` (looking into tuples, lists, dicts and slices); return the rebuilt value."""
     assert callable(fn), "torch.fx.map_arg(a, fn): fn must be a callable"
     return map_aggregate(a, lambda x: fn(x) if isinstance(x, Node) else x)
 

@@ -198,15 +198,13 @@ def _current_instruction(frame):
 class TracerBase:
     graph: Graph
     record_stack_traces: bool = False
-    # Feature flag for mutable schema checking
+    # Opt-in switches: check call_function targets against mutable schemas,
+    # record ``assert proxy`` statements, and return proxies for buffer reads.
     check_mutable_operations: bool = False
-    # Feature flag for assert tracing
     trace_asserts: bool = False
-    # Feature flag for proxying accesses to buffer values
     proxy_buffer_attributes: bool = False
 
-    # Name of the function to be traced. It will only be used when
-    # ``root`` is an instance of ``nn.Module``
+    # Method of an ``nn.Module`` root that gets traced (unused for plain functions).
     traced_func_name: str = "forward"
 
     @compatibility(is_backward_compatible=True)
@@ -214,11 +212,8 @@ class TracerBase:
                     args: Tuple[Argument, ...], kwargs: Dict[str, Argument], name: Optional[str] = None,
                     type_expr: Optional[Any] = None) -> Node:
         """
-        Inserts a graph node given target, args, kwargs, and name.
-
-        This method can be overridden to do extra checking, validation, or
-        modification of values used in node creation. For example, one might
-        want to disallow in-place operations from being recorded.
+        Add a node to ``self.graph``. Override to validate or adjust nodes as they
+        are recorded (e.g. to reject in-place operations).
         """
         if kind == 'call_function' and self.check_mutable_operations:
             check_for_mutable_operation(target, args, kwargs)
@@ -234,13 +229,8 @@ class TracerBase:
                      name: Optional[str] = None, type_expr: Optional[Any] = None,
                      proxy_factory_fn: Callable[[Node], 'Proxy'] = None):
         '''
-        Create a Node from the given arguments, then return the Node
-        wrapped in a Proxy object.
-
-        If kind = 'placeholder', then we're creating a Node that
-        represents the parameter of a function. If we need to encode
-        a default parameter, we use the ``args`` tuple. ``args`` is
-        otherwise empty for ``placeholder`` Nodes.
+        Record a node built from the (converted) arguments and return a Proxy for it.
+        For ``placeholder`` nodes, ``args`` holds the default value, if any.
         '''
         cls = type(self)
         flags = _fast_flags.get(cls)
@@ -277,7 +267,7 @@ class TracerBase:
         else:
             proxy = self.proxy(node)
 
-        # Optionally set stack trace on the created Node for debugging purposes
+        # Attach a stack trace to the node when requested.
         if fx_traceback.is_stack_trace_overridden():
             stacks = fx_traceback.format_stack()
             proxy.node.stack_trace = '\n'.join(reversed(stacks))
@@ -293,8 +283,8 @@ class TracerBase:
 
     def _find_user_frame(self):
         """
-        Find the Python stack frame executing the user code during
-        symbolic tracing.
+        Return the innermost stack frame that belongs to user code rather than to
+        the tracing machinery (None if there is none).
         """
         # Walk up the call stack and return the first frame that is not part of
         # the tracing machinery.
@@ -321,10 +311,9 @@ class TracerBase:
     @compatibility(is_backward_compatible=True)
     def create_arg(self, a: Any) -> Argument:
         """
-        A method that lowers the objects seen as arguments during symbolic evaluation
-        into Argument types that can be stored in IR.
-
-        Can be override to support more trace-specific types.
+        Convert a value met during tracing into something storable as a node
+        argument (Proxies become their Nodes, containers are converted element-wise).
+        Override to accept further types.
         """
         if not isinstance(a, Proxy) and hasattr(a, '__fx_create_arg__'):
             return a.__fx_create_arg__(self)
@@ -348,7 +337,7 @@ class TracerBase:
             return slice(self.create_arg(a.start), self.create_arg(a.stop), self.create_arg(a.step))
 
         if isinstance(a, Proxy):
-            # base case: we unwrap the Proxy object
+            # a Proxy stands for its Node
             return a.node
         elif isinstance(a, base_types) or a is None or a is ...:
             return a
@@ -356,19 +345,15 @@ class TracerBase:
 
     @compatibility(is_backward_compatible=True)
     def to_bool(self, obj: 'Proxy') -> bool:
-        """Called when a proxy object is being converted to a boolean, such as
-        when used in control flow.  Normally we don't know what to do because
-        we don't know the value of the proxy, but a custom tracer can attach more
-        information to the graph node using create_node and can choose to return a value.
+        """Hook for ``bool(proxy)`` (e.g. in an ``if``). The value is unknown, so
+        the default raises ``TraceError``; a custom tracer may decide otherwise.
         """
         raise TraceError('symbolically traced variables cannot be used as inputs to control flow')
 
     @compatibility(is_backward_compatible=True)
     def iter(self, obj: 'Proxy') -> Iterator:
-        """Called when a proxy object is being iterated over, such as
-        when used in control flow.  Normally we don't know what to do because
-        we don't know the value of the proxy, but a custom tracer can attach more
-        information to the graph node using create_node and can choose to return an iterator.
+        """Hook for ``iter(proxy)``. The default raises ``TraceError``; a custom
+        tracer may return an iterator instead.
         """
         raise TraceError('Proxy object cannot be iterated. This can be '
                          'attempted when the Proxy is used in a loop or'
@@ -381,9 +366,8 @@ class TracerBase:
 
     @compatibility(is_backward_compatible=True)
     def keys(self, obj: 'Proxy') -> Any:
-        """Called when a proxy object is has the keys() method called.
-        This is what happens when ** is called on a proxy. This should return an
-        iterator it ** is suppose to work in your custom tracer.
+        """Hook for ``proxy.keys()``, which ``**proxy`` relies on; by default it is
+        recorded as a ``keys`` method call.
         """
         return Attribute(obj, 'keys')()
 
@@ -391,7 +375,7 @@ class TracerBase:
 _library_create_args.add(TracerBase.create_arg)
 
 
-# used in Proxy object when just appending to the graph while not tracing.
+# Tracer used by Proxies built around existing Nodes outside of tracing.
 @compatibility(is_backward_compatible=True)
 class GraphAppendingTracer(TracerBase):
     def __init__(self, graph: Graph):
@@ -456,36 +440,20 @@ def _find_tracer(cls, args, kwargs):
 @compatibility(is_backward_compatible=True)
 class Proxy:
     """
-    ``Proxy`` objects are ``Node`` wrappers that flow through the
-    program during symbolic tracing and record all the operations
-    (``torch`` function calls, method calls, operators) that they touch
-    into the growing FX Graph.
+    Stand-in for a ``Node`` during symbolic tracing: every operation applied to
+    it (torch functions, methods, operators) is recorded in the graph. Can also
+    wrap an existing Node to build new nodes with ordinary Python syntax.
 
-    If you're doing graph transforms, you can wrap your own ``Proxy``
-    method around a raw ``Node`` so that you can use the overloaded
-    operators to add additional things to a ``Graph``.
-
-    ``Proxy`` objects cannot be iterated. In other words, the symbolic
-    tracer will throw an error if a ``Proxy`` is used in a loop or as
-    an ``*args``/``**kwargs`` function argument.  The exception is tuple
-    unpacking (``a, b = proxy``), where the number of elements is known
-    from the bytecode and one ``getitem`` is recorded per element.
-
-    There are two main ways around this:
-    1. Factor out the untraceable logic into a top-level function and
-    use ``fx.wrap`` on it.
-    2. If the control flow is static (i.e. the loop trip count is
-    based on some hyperparameter), the code can be kept in its original
-    position and refactored into something like::
-
-        for i in range(self.some_hyperparameter):
-            indexed_item = proxied_value[i]
+    A Proxy cannot be iterated (loops, ``*proxy``), except for tuple unpacking
+    with a statically known length. Workarounds: move the offending code into a
+    function registered with ``fx.wrap``, or iterate over a static range and
+    index the proxy.
     """
 
     @compatibility(is_backward_compatible=True)
     def __init__(self, node: Node, tracer: 'Optional[TracerBase]' = None):
         if tracer is None:
-            # This allows you to create a Proxy object around a raw Node
+            # no tracer given: append to the Node's graph
             tracer = GraphAppendingTracer(node.graph)
         self.tracer = tracer
         self.node = node
@@ -494,8 +462,7 @@ class Proxy:
         return f'Proxy({self.node.name})'
 
     def __getattr__(self, k) -> 'Attribute':
-        # note: not added to the graph yet, if this is a method call
-        # we peephole optimize to the method invocation
+        # recorded lazily: a method call turns into one call_method node
         return Attribute(self, k)
 
     def __call__(self, *args, **kwargs) -> 'Proxy':
@@ -592,8 +559,7 @@ class Attribute(Proxy):
 
     @property
     def node(self):
-        # the node for attributes is added lazily, since most will just be method calls
-        # which do not rely on the getattr call
+        # created on first use; a plain method call never needs the getattr node
         if self._node is None:
             self._node = self.tracer.create_proxy('call_function', getattr, (self.root, self.attr), {}).node
         return self._node
@@ -605,9 +571,9 @@ class Attribute(Proxy):
 @compatibility(is_backward_compatible=False)
 class ParameterProxy(Proxy):
     """
-    A special proxy which lets "shape", "size", "dim", and a few other
-    attribute accesses pass through to the underlying  module parameter object,
-    so that conditional tests on these attributes will not throw exception during tracing
+    Proxy for a parameter that answers shape queries (``shape``, ``size()``,
+    ``dim()``, ``ndim``, ``numel()``...) with real values, so code branching on
+    them can be traced.
     """
     def __init__(self, tracer: TracerBase, node: Node, name, param):
         super().__init__(node, tracer)

@@ -22,9 +22,9 @@ __all__ = ['Match', 'replace_pattern']
 
 @compatibility(is_backward_compatible=True)
 class Match(NamedTuple):
-    # Node from which the match was found (a node of the pattern graph)
+    # pattern-graph node the match was anchored at
     anchor: Node
-    # Maps nodes in the pattern subgraph to nodes in the larger graph
+    # pattern node -> matched node of the rewritten graph
     nodes_map: Dict[Node, Node]
 
 
@@ -76,15 +76,7 @@ def replace_pattern(gm: GraphModule, pattern: Callable, replacement: Callable) -
     node of the pattern graph; nodes_map: pattern node -> graph node), empty
     when nothing matched. ``gm`` is recompiled.
 
-    Example::
-
-        def pattern(w1, w2):
-            return torch.cat([w1, w2]).sum()
-
-        def replacement(w1, w2):
-            return torch.stack([w1, w2])
-
-        replace_pattern(traced_module, pattern, replacement)
+    Same behaviour as ``torch.fx.replace_pattern``.
     """
     original_graph: Graph = gm.graph
     pattern_graph: Graph = symbolic_trace(pattern).graph
@@ -94,7 +86,7 @@ def replace_pattern(gm: GraphModule, pattern: Callable, replacement: Callable) -
 
     gm.recompile()
 
-    # If `replacement` was an nn.Module, make sure its submodules are copied over
+    # submodules referenced by a Module replacement must be copied into ``gm``
     if isinstance(replacement, torch.nn.Module):
         _replace_submodules(gm, replacement)
 

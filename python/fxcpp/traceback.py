@@ -35,7 +35,8 @@ def set_stack_trace(stack: List[str]):
 @contextmanager
 def append_stack_trace(stack: Optional[str]):
     """
-    The content of stack here is an entire stacktraces as a string
+    Push ``stack`` (one whole formatted trace) onto the override stack for the
+    duration of the ``with`` block; no-op unless overriding is active.
     """
     if not (is_overridden and stack):
         yield

@@ -20,14 +20,14 @@ __all__ = ['TensorMetadata', 'ShapeProp']
 @compatibility(is_backward_compatible=True)
 class TensorMetadata(NamedTuple):
     """The properties of a tensor value recorded by ShapeProp (torch.fx 1.13's fields)."""
-    # General Tensor metadata
+    # shape / dtype / layout of the value
     shape: torch.Size
     dtype: torch.dtype
     requires_grad: bool
     stride: Tuple[int]
     memory_format: Optional[torch.memory_format]
 
-    # Quantization metadata
+    # quantization parameters (empty dict for float tensors)
     is_quantized: bool
     qparams: Dict[str, Any]
 
@@ -66,17 +66,12 @@ def _extract_tensor_metadata(result: torch.Tensor) -> TensorMetadata:
 
 @compatibility(is_backward_compatible=True)
 class ShapeProp(Interpreter):
-    """Execute a graph node by node, recording each result's shape and type.
-
-    Example::
-
-        gm = fxcpp.symbolic_trace(model)
-        ShapeProp(gm).propagate(torch.randn(50, D_in))
-        for node in gm.graph.nodes:
-            print(node.name, node.meta['tensor_meta'].dtype, node.meta['tensor_meta'].shape)
+    """Interpreter that records, for every node, the shape, dtype etc. of the
+    value it produces (``node.meta['tensor_meta']``) and its type
+    (``node.meta['type']``). Use ``ShapeProp(gm).propagate(*inputs)``.
 
     Args:
-         module (GraphModule): The module to be executed
+         module (GraphModule): the module to run.
     """
 
     def run_node(self, n: Node) -> Any:

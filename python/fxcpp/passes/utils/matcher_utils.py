@@ -17,13 +17,13 @@ __all__ = ['SubgraphMatcher', 'InternalMatch']
 @compatibility(is_backward_compatible=False)
 @dataclass
 class InternalMatch():
-    # Nodes from which the match was found
+    # pattern anchors the match was grown from
     anchors: List[Node]
-    # Maps nodes in the pattern subgraph to nodes in the larger graph
+    # pattern node -> matched node of the searched graph
     nodes_map: Dict[Node, Node] = field(default_factory=dict)
-    # nodes in target graph that are matched placeholder in pattern
+    # graph nodes bound to the pattern's placeholders
     placeholder_nodes: List[Node] = field(default_factory=list)
-    # nodes in matched subgraph returned by output
+    # graph nodes corresponding to the pattern's returned values
     returning_nodes: List[Node] = field(default_factory=list)
 
     def __copy__(self):
