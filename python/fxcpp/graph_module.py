@@ -249,10 +249,35 @@ def _install(to_module: torch.nn.Module, field: str, value: Any) -> None:
         setattr(to_module, field, value)
 
 
+_MISSING = object()
+
+
+def _peek(module: Any, item: str, default: Any = _MISSING):
+    """getattr(module, item[, default]) without going through nn.Module.__getattr__
+    (and its exception on a miss) when the answer is in the instance: same lookup
+    order as Python's attribute protocol for an nn.Module whose class does not
+    define ``item``."""
+    if isinstance(module, torch.nn.Module) and not hasattr(type(module), item):
+        d = module.__dict__
+        if item in d:
+            return d[item]
+        for table in ('_parameters', '_buffers', '_modules'):
+            t = d.get(table)
+            if t is not None and item in t:
+                return t[item]
+        if type(module).__getattr__ is _module_getattr:
+            if default is _MISSING:
+                return getattr(module, item)  # raises nn.Module's own AttributeError
+            return default
+    return getattr(module, item) if default is _MISSING else getattr(module, item, default)
+
+
+_module_getattr = torch.nn.Module.__getattr__
+
+
 def _child(module: torch.nn.Module, item: str):
-    """getattr(module, item), skipping nn.Module.__getattr__ for registered submodules."""
-    sub = module.__dict__.get('_modules', {}).get(item)
-    return sub if sub is not None else getattr(module, item)
+    """getattr(module, item) for a path step, fast for registered members."""
+    return _peek(module, item)
 
 
 # Copy the value found at dotted path ``target`` in ``from_module`` to the same
@@ -270,7 +295,7 @@ def _copy_attr(from_module: torch.nn.Module, to_module: torch.nn.Module, target:
     elif prefix_path:
         for item in prefix_path.split('.'):
             f = _child(from_module, item)
-            t = getattr(to_module, item, None)
+            t = _peek(to_module, item, None)
             if f is t:
                 # an ancestor was copied as a whole already, nothing left to do
                 if cache is not None:
@@ -278,13 +303,13 @@ def _copy_attr(from_module: torch.nn.Module, to_module: torch.nn.Module, target:
                 return
             if t is None:
                 t = torch.nn.Module()
-                setattr(to_module, item, t)
+                _install(to_module, item, t)
             from_module, to_module = f, t
         if cache is not None:
             cache[prefix_path] = (from_module, to_module)
     if cache and target in cache:
         cache.clear()  # replacing a module that cached paths go through
-    _install(to_module, field, getattr(from_module, field))
+    _install(to_module, field, _peek(from_module, field))
 
 
 # Store ``from_obj`` at dotted path ``target`` inside ``to_module``, creating
