@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
 
 import torch
 
-from .graph import Graph, magic_methods, reflectable_magic_methods
+from .graph import Graph, _snake_case, magic_methods, reflectable_magic_methods
 from .node import Argument, Node, Target, base_types, map_aggregate
 from .immutable_collections import immutable_dict as _immutable_dict, immutable_list as _immutable_list
 
@@ -69,15 +69,6 @@ _ATOMIC_TYPES = frozenset(
 )
 
 
-def _snake_case(s: str) -> str:
-    out = []
-    prev_lower = False
-    for c in s:
-        if prev_lower and c.isupper():
-            out.append('_')
-        out.append(c.lower())
-        prev_lower = c.islower()
-    return ''.join(out)
 
 
 _name_cache: Dict[str, str] = {}

@@ -95,27 +95,16 @@ std::string str_argument(const Argument& a) {
 
 void format_arg_into(std::string& out, const Argument& a) {
   switch (a.kind()) {
-    case ArgKind::List: {
-      out += '[';
-      bool first = true;
-      for (auto& i : a.items()) {
-        if (!first) out += ", ";
-        first = false;
-        format_arg_into(out, i);
-      }
-      out += ']';
-      return;
-    }
+    case ArgKind::List:
     case ArgKind::Tuple: {
-      out += '(';
-      bool first = true;
-      for (auto& i : a.items()) {
-        if (!first) out += ", ";
-        first = false;
-        format_arg_into(out, i);
+      bool list = a.kind() == ArgKind::List;
+      out += list ? '[' : '(';
+      for (size_t i = 0; i < a.items().size(); ++i) {
+        if (i) out += ", ";
+        format_arg_into(out, a.items()[i]);
       }
-      if (a.items().size() == 1) out += ',';
-      out += ')';
+      if (!list && a.items().size() == 1) out += ',';
+      out += list ? ']' : ')';
       return;
     }
     case ArgKind::Dict: {
