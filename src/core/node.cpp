@@ -191,6 +191,7 @@ Node* Node::prev() const {
 
 void Node::prepend(Node* x) {
   if (x->graph_ != graph_) throw std::invalid_argument("Attempting to move a Node into a different Graph");
+  if (x->op_ == Op::Root) throw std::invalid_argument("The graph's root node cannot be moved");
   if (x == this) return;
   if (x->erased_) throw std::invalid_argument("Attempting to move an erased Node");
   graph_->unlink(x);
@@ -199,6 +200,7 @@ void Node::prepend(Node* x) {
 
 void Node::append(Node* x) {
   if (x->graph_ != graph_) throw std::invalid_argument("Attempting to move a Node into a different Graph");
+  if (x->op_ == Op::Root) throw std::invalid_argument("The graph's root node cannot be moved");
   if (x == this) return;
   // torch.fx: self._next.prepend(x), with _next the raw successor.
   Node* nx = next_;

@@ -19,6 +19,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -89,6 +90,8 @@ Node* node_of(PyObject* o);
 /// Python value -> Argument. `canonical` (optional) is cleared when
 /// from_arg(result) would not be equal to the input object structurally.
 Argument to_arg(PyObject* o, bool* canonical = nullptr);
+/// to_arg for tuples, lists, dicts and slices (recursion-guarded).
+Argument to_arg_container(PyObject* o, bool* canonical);
 /// Argument -> Python value (new reference).
 PyObject* from_arg(const Argument& a);
 PyObject* args_to_tuple(const std::vector<Argument>& args);

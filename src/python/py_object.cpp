@@ -206,6 +206,19 @@ void clear_object_caches() { g_iface.clear(); }
 
 // ------------------------------------------------------------ conversions
 
+namespace {
+// Bounds the nesting of converted containers by Python's recursion limit
+// (torch.fx's map_aggregate raises RecursionError on self-containing lists;
+// so do we, instead of overflowing the C stack). The core's recursive walks
+// over argument trees are bounded by the same depth.
+struct RecursionGuard {
+  explicit RecursionGuard(const char* where) {
+    if (Py_EnterRecursiveCall(where)) throw PythonError();
+  }
+  ~RecursionGuard() { Py_LeaveRecursiveCall(); }
+};
+}  // namespace
+
 Argument to_arg(PyObject* o, bool* canonical) {
   if (o == Py_None) return Argument();
   PyTypeObject* t = Py_TYPE(o);
@@ -233,6 +246,13 @@ Argument to_arg(PyObject* o, bool* canonical) {
     if (!n) throw PythonError();
     return Argument::node(n);
   }
+  if (PyTuple_Check(o) || PyList_Check(o) || PyDict_Check(o) || PySlice_Check(o)) return to_arg_container(o, canonical);
+  return Argument::foreign(borrow_obj(o));
+}
+
+Argument to_arg_container(PyObject* o, bool* canonical) {
+  RecursionGuard guard(" while converting a graph argument");
+  PyTypeObject* t = Py_TYPE(o);
   if (PyTuple_Check(o)) {
     Py_ssize_t n = PyTuple_GET_SIZE(o);
     std::vector<Argument> items;
@@ -323,6 +343,8 @@ PyObject* make_immutable_dict() {
 }  // namespace
 
 PyObject* from_arg(const Argument& a) {
+  std::optional<RecursionGuard> guard;
+  if (a.kind() >= ArgKind::Tuple) guard.emplace(" while converting a graph argument");
   switch (a.kind()) {
     case ArgKind::None: Py_RETURN_NONE;
     case ArgKind::Bool: return PyBool_FromLong(a.as_bool());

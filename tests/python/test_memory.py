@@ -1,4 +1,5 @@
 """Object lifetime: refcounts, GC, and flat RSS over many graphs."""
+import copy
 import gc
 import operator
 import resource
@@ -107,4 +108,30 @@ def test_dce_erasing_nodes_only_the_core_holds():
     gc.collect()
     assert g.eliminate_dead_code()
     assert [n.name for n in g.nodes] == ['x', 'add', 'output']
+    g.lint()
+
+
+def test_adversarial_inputs_raise_instead_of_crashing():
+    import pytest
+
+    g = fx.Graph()
+    x = g.placeholder('x')
+    loop = []
+    loop.append(loop)
+    with pytest.raises(RecursionError):
+        g.call_function(print, (loop,))
+    with pytest.raises(ValueError, match='root'):
+        x.prepend(g._root)
+
+    class BadRepr:
+        def __repr__(self):
+            raise ValueError('no repr')
+
+    g.call_function(print, (x, BadRepr()))
+    with pytest.raises(ValueError, match='no repr'):
+        g.python_code('self')
+    with pytest.raises(TypeError):
+        g.create_node('call_function', print, (), {1: 2})
+    with pytest.raises(TypeError):
+        copy.deepcopy(x)
     g.lint()

@@ -201,6 +201,8 @@ TEST(Graph, PrependAppendMove) {
   Graph other;
   Node* o = other.placeholder("o");
   EXPECT_THROW(a->prepend(o), std::invalid_argument);
+  EXPECT_THROW(a->prepend(g.root()), std::invalid_argument);  // the sentinel never moves
+  EXPECT_THROW(a->append(g.root()), std::invalid_argument);
 }
 
 TEST(Graph, OrderKeysSurviveDenseInsertion) {
