@@ -58,25 +58,40 @@ std::unique_ptr<Graph> chain(int64_t n, bool dead_half = false) {
 }
 
 // ns/node is derived from real time in the reporter; the counter carries N.
-void record(benchmark::State& st, const char*, int64_t n) { st.counters["nodes"] = static_cast<double>(n); }
+void record(benchmark::State& st, int64_t n) { st.counters["nodes"] = static_cast<double>(n); }
 
-void BM_Build(benchmark::State& st) {
+// Times `op` on a freshly built chain each iteration; building and freeing
+// the graph are not timed unless `time_build` is set.
+template <typename Op>
+void on_fresh_chain(benchmark::State& st, bool dead_half, bool time_build, Op op) {
   int64_t n = st.range(0);
   for (auto _ : st) {
-    auto g = chain(n);
-    benchmark::DoNotOptimize(g.get());
+    if (!time_build) st.PauseTiming();
+    auto g = chain(n, dead_half);
+    if (!time_build) st.ResumeTiming();
+    op(*g);
     st.PauseTiming();
     g.reset();
     st.ResumeTiming();
   }
-  record(st, "build", n);
+  record(st, n);
+}
+
+std::vector<Node*> node_vector(Graph& g) {
+  std::vector<Node*> nodes;
+  for (Node* v : g.nodes()) nodes.push_back(v);
+  return nodes;
+}
+
+void BM_Build(benchmark::State& st) {
+  on_fresh_chain(st, false, true, [](Graph& g) { benchmark::DoNotOptimize(&g); });
 }
 
 void BM_Lint(benchmark::State& st) {
   int64_t n = st.range(0);
   auto g = chain(n);
   for (auto _ : st) lint(*g);
-  record(st, "lint", n);
+  record(st, n);
 }
 
 void BM_GraphCopy(benchmark::State& st) {
@@ -89,41 +104,31 @@ void BM_GraphCopy(benchmark::State& st) {
     c.reset();
     st.ResumeTiming();
   }
-  record(st, "graph_copy", n);
+  record(st, n);
 }
 
 void BM_Dce(benchmark::State& st) {
-  int64_t n = st.range(0);
-  for (auto _ : st) {
-    st.PauseTiming();
-    auto g = chain(n, true);
-    st.ResumeTiming();
+  on_fresh_chain(st, true, false, [](Graph& g) {
     DceOptions o;
     o.lint_first = false;
-    benchmark::DoNotOptimize(eliminate_dead_code(*g, o));
-    st.PauseTiming();
-    g.reset();
-    st.ResumeTiming();
-  }
-  record(st, "dce", n);
+    benchmark::DoNotOptimize(eliminate_dead_code(g, o));
+  });
 }
 
 void BM_ReplaceAllUsesWith(benchmark::State& st) {
+  // every add reads x instead of its predecessor (node list gathered untimed)
   int64_t n = st.range(0);
   for (auto _ : st) {
     st.PauseTiming();
     auto g = chain(n);
-    std::vector<Node*> nodes;
-    for (Node* v : g->nodes()) nodes.push_back(v);
-    Node* x = nodes.front();
+    std::vector<Node*> nodes = node_vector(*g);
     st.ResumeTiming();
-    // every add now reads x instead of its predecessor
-    for (size_t i = 1; i + 1 < nodes.size(); ++i) nodes[i]->replace_all_uses_with(x);
+    for (size_t i = 1; i + 1 < nodes.size(); ++i) nodes[i]->replace_all_uses_with(nodes.front());
     st.PauseTiming();
     g.reset();
     st.ResumeTiming();
   }
-  record(st, "replace_all_uses_with", n);
+  record(st, n);
 }
 
 void BM_Erase(benchmark::State& st) {
@@ -131,17 +136,15 @@ void BM_Erase(benchmark::State& st) {
   for (auto _ : st) {
     st.PauseTiming();
     auto g = chain(n);
-    std::vector<Node*> nodes;
-    for (Node* v : g->nodes()) nodes.push_back(v);
-    Node* out = nodes.back();
-    out->set_args({Argument::node(nodes.front())});
+    std::vector<Node*> nodes = node_vector(*g);
+    nodes.back()->set_args({Argument::node(nodes.front())});
     st.ResumeTiming();
     for (size_t i = nodes.size() - 1; i-- > 1;) g->erase_node(nodes[i]);
     st.PauseTiming();
     g.reset();
     st.ResumeTiming();
   }
-  record(st, "erase", n);
+  record(st, n);
 }
 
 void BM_Iterate(benchmark::State& st) {
@@ -152,7 +155,7 @@ void BM_Iterate(benchmark::State& st) {
     for (Node* v : g->nodes()) acc += v->args().size() + static_cast<size_t>(v->op());
     benchmark::DoNotOptimize(acc);
   }
-  record(st, "iterate", n);
+  record(st, n);
 }
 
 void BM_PythonCode(benchmark::State& st) {
@@ -162,7 +165,7 @@ void BM_PythonCode(benchmark::State& st) {
     auto pc = python_code(*g);
     benchmark::DoNotOptimize(pc.src.data());
   }
-  record(st, "python_code", n);
+  record(st, n);
 }
 
 void BM_BytesPerNode(benchmark::State& st) {

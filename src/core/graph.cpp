@@ -253,19 +253,11 @@ Node* Graph::output(Argument result, Object type) {
 }
 
 Node* Graph::node_copy(const Node& node, const std::function<Argument(Node*)>& arg_transform) {
-  std::vector<Argument> args;
-  args.reserve(node.args_.size());
-  KwArgs kwargs;
-  kwargs.reserve(node.kwargs().size());
-  if (arg_transform) {
-    for (auto& a : node.args_) args.push_back(a.map_nodes(arg_transform));
-    for (auto& kv : node.kwargs()) kwargs.emplace_back(kv.first, kv.second.map_nodes(arg_transform));
-  } else {
-    args = node.args_;
-    kwargs = node.kwargs();
-  }
-  Node* n = create_node(node.op_, node.target_, std::move(args), std::move(kwargs), node.name(), node.type());
-  if (node.has_meta()) n->meta() = node.extra_->meta ? *node.extra_->meta : KwArgs();
+  auto mapped = arg_transform ? node.mapped_args_kwargs(arg_transform)
+                              : std::make_pair(node.args_, node.kwargs());
+  Node* n = create_node(node.op_, node.target_, std::move(mapped.first), std::move(mapped.second), node.name(),
+                        node.type());
+  if (node.has_meta()) n->meta() = *node.extra_->meta;
   return n;
 }
 
@@ -318,14 +310,7 @@ void Graph::erase_node(Node* n) {
     throw std::runtime_error(os.str());
   }
   // torch.fx replaces Node arguments of the erased node by None.
-  auto to_none = [](Node*) { return Argument(); };
-  std::vector<Argument> na;
-  na.reserve(n->args_.size());
-  for (auto& a : n->args_) na.push_back(a.map_nodes(to_none));
-  KwArgs nk;
-  nk.reserve(n->kwargs().size());
-  for (auto& kv : n->kwargs()) nk.emplace_back(kv.first, kv.second.map_nodes(to_none));
-  n->set_args_kwargs(std::move(na), std::move(nk));
+  n->map_args_kwargs([](Node*) { return Argument(); });
   bucket_remove(n);
   --size_;
   if (insert_anchor_ == n) {

@@ -208,6 +208,21 @@ void Node::append(Node* x) {
   nx->prepend(x);
 }
 
+std::pair<std::vector<Argument>, KwArgs> Node::mapped_args_kwargs(const std::function<Argument(Node*)>& fn) const {
+  std::vector<Argument> na;
+  na.reserve(args_.size());
+  for (auto& a : args_) na.push_back(a.map_nodes(fn));
+  KwArgs nk;
+  nk.reserve(kwargs().size());
+  for (auto& kv : kwargs()) nk.emplace_back(kv.first, kv.second.map_nodes(fn));
+  return {std::move(na), std::move(nk)};
+}
+
+void Node::map_args_kwargs(const std::function<Argument(Node*)>& fn) {
+  auto mapped = mapped_args_kwargs(fn);
+  set_args_kwargs(std::move(mapped.first), std::move(mapped.second));
+}
+
 std::vector<Node*> Node::replace_all_uses_with(const Argument& with, const std::function<bool(Node*)>& filter) {
   std::vector<Node*> to_process = users_vector();
   std::vector<Node*> changed;
@@ -215,27 +230,14 @@ std::vector<Node*> Node::replace_all_uses_with(const Argument& with, const std::
   auto repl = [&](Node* n) -> Argument { return n == this ? with : Argument::node(n); };
   for (Node* u : to_process) {
     if (filter && !filter(u)) continue;
-    std::vector<Argument> na;
-    na.reserve(u->args_.size());
-    for (auto& a : u->args_) na.push_back(a.map_nodes(repl));
-    KwArgs nk;
-    nk.reserve(u->kwargs().size());
-    for (auto& kv : u->kwargs()) nk.emplace_back(kv.first, kv.second.map_nodes(repl));
-    u->set_args_kwargs(std::move(na), std::move(nk));
+    u->map_args_kwargs(repl);
     changed.push_back(u);
   }
   return changed;
 }
 
 void Node::replace_input_with(Node* old_input, const Argument& new_input) {
-  auto repl = [&](Node* n) -> Argument { return n == old_input ? new_input : Argument::node(n); };
-  std::vector<Argument> na;
-  na.reserve(args_.size());
-  for (auto& a : args_) na.push_back(a.map_nodes(repl));
-  KwArgs nk;
-  nk.reserve(kwargs().size());
-  for (auto& kv : kwargs()) nk.emplace_back(kv.first, kv.second.map_nodes(repl));
-  set_args_kwargs(std::move(na), std::move(nk));
+  map_args_kwargs([&](Node* n) -> Argument { return n == old_input ? new_input : Argument::node(n); });
 }
 
 bool Node::is_impure() const {

@@ -130,6 +130,11 @@ class Node {
   void update_arg(size_t idx, Argument arg);
   /// torch.fx update_kwarg: kwargs[key] = arg (appends a new key).
   void update_kwarg(const std::string& key, Argument arg);
+  /// torch.fx map_arg over args and kwargs: copies of both with every Node
+  /// reference replaced by fn(node). Subtrees without nodes are shared. O(size).
+  std::pair<std::vector<Argument>, KwArgs> mapped_args_kwargs(const std::function<Argument(Node*)>& fn) const;
+  /// set_args_kwargs(mapped_args_kwargs(fn)): rewires uses. O(size).
+  void map_args_kwargs(const std::function<Argument(Node*)>& fn);
   /// Unique input nodes in first-appearance order (torch.fx all_input_nodes).
   std::vector<Node*> all_input_nodes() const;
   size_t num_inputs() const { return inputs_.size(); }

@@ -220,7 +220,9 @@ TEST(Graph, OrderKeysSurviveDenseInsertion) {
   uint64_t prev = 0;
   bool first = true;
   for (Node* n : g.nodes()) {
-    if (!first) EXPECT_LT(prev, n->order_key()) << n->name();
+    if (!first) {
+      EXPECT_LT(prev, n->order_key()) << n->name();
+    }
     prev = n->order_key();
     first = false;
   }
