@@ -33,6 +33,22 @@ void operator delete(void* p) noexcept {
   std::free(base);
 }
 void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+// Aligned allocations (node slabs) are counted too.
+void* operator new(std::size_t n, std::align_val_t al) {
+  std::size_t a = static_cast<std::size_t>(al);
+  void* p = std::aligned_alloc(a, ((n + a - 1) / a) * a + a);
+  if (!p) throw std::bad_alloc();
+  *static_cast<std::size_t*>(p) = n;
+  g_live_bytes += static_cast<long long>(n);
+  return static_cast<char*>(p) + a;
+}
+void operator delete(void* p, std::align_val_t al) noexcept {
+  if (!p) return;
+  char* base = static_cast<char*>(p) - static_cast<std::size_t>(al);
+  g_live_bytes -= static_cast<long long>(*reinterpret_cast<std::size_t*>(base));
+  std::free(base);
+}
+void operator delete(void* p, std::size_t, std::align_val_t al) noexcept { operator delete(p, al); }
 
 using namespace fxcpp;
 
@@ -41,6 +57,7 @@ const NamedNative kAdd{"add", "operator.add", "add"};
 const NamedNative kRelu{"relu", "torch.relu", "", true};
 
 std::map<std::string, std::map<int64_t, double>> g_ns_per_node;
+std::map<int64_t, double> g_bytes[2];  // bytes per node by N, for kind 0 / 1
 
 // A chain x -> add -> add -> ... (every node auto-named "add_k").
 std::unique_ptr<Graph> chain(int64_t n, bool dead_half = false) {
@@ -168,12 +185,26 @@ void BM_PythonCode(benchmark::State& st) {
   record(st, n);
 }
 
+// Live bytes per node for a graph of N binary-op nodes (every allocation the
+// graph makes is counted: slabs, names, argument and use storage, tables).
+// kind 0: add(prev, i) (one node input); kind 1: add(prev, y) (two).
 void BM_BytesPerNode(benchmark::State& st) {
   int64_t n = st.range(0);
+  bool two = st.range(1) == 1;
   double per = 0;
   for (auto _ : st) {
     long long before = g_live_bytes.load();
-    auto g = chain(n);
+    std::unique_ptr<Graph> g;
+    if (!two) {
+      g = chain(n);
+    } else {
+      g = std::make_unique<Graph>();
+      Node* prev = g->placeholder("x");
+      Node* y = g->placeholder("y");
+      Object add = native_object(&kAdd);
+      for (int64_t i = 0; i < n; ++i) prev = g->call_function(add, {Argument::node(prev), Argument::node(y)});
+      g->output(Argument::node(prev));
+    }
     long long after = g_live_bytes.load();
     per = static_cast<double>(after - before) / static_cast<double>(n);
     benchmark::DoNotOptimize(g.get());
@@ -190,7 +221,7 @@ BENCHMARK(BM_ReplaceAllUsesWith) FXCPP_SIZES;
 BENCHMARK(BM_Erase) FXCPP_SIZES;
 BENCHMARK(BM_Iterate) FXCPP_SIZES;
 BENCHMARK(BM_PythonCode) FXCPP_SIZES;
-BENCHMARK(BM_BytesPerNode)->Arg(100000)->Iterations(1);
+BENCHMARK(BM_BytesPerNode)->ArgsProduct({{10000, 100000, 1000000}, {0, 1}})->Iterations(1);
 
 // Collects ns/node for the summary.
 class SummaryReporter : public benchmark::ConsoleReporter {
@@ -207,7 +238,12 @@ class SummaryReporter : public benchmark::ConsoleReporter {
         g_ns_per_node[base][n] = sec_per_iter * 1e9 / static_cast<double>(n);
       }
       auto b = r.counters.find("bytes/node");
-      if (b != r.counters.end()) g_ns_per_node[base][n] = b->second;
+      if (b != r.counters.end()) {
+        // name: BM_BytesPerNode/<n>/<kind>
+        const std::string& rn = r.run_name.args;  // "<n>/<kind>"
+        int kind = rn.size() >= 2 && rn.compare(rn.size() - 2, 2, "/1") == 0 ? 1 : 0;
+        g_bytes[kind][n] = b->second;
+      }
     }
   }
 };
@@ -246,10 +282,15 @@ int main(int argc, char** argv) {
     std::printf("CSV,core,%s,growth_1e4_1e6,%.3f\n", t.bench, growth);
     for (auto& kv : m) std::printf("CSV,core,%s,%lld,%.1f\n", t.bench, static_cast<long long>(kv.first), kv.second);
   }
-  if (g_ns_per_node.count("BytesPerNode")) {
-    double b = g_ns_per_node["BytesPerNode"][100000];
-    std::printf("%-34s %10.0f bytes (target <= 200, torch.fx ~1000)\n", "Memory, plain binary-op node", b);
-    std::printf("CSV,core,BytesPerNode,100000,%.1f\n", b);
+  for (int kind = 0; kind < 2; ++kind) {
+    auto& m = g_bytes[kind];
+    if (m.empty()) continue;
+    const char* label = kind == 0 ? "Memory, add(prev, int) node" : "Memory, add(prev, y) node";
+    std::printf("%-34s %8.0f B  %8.0f B  %8.0f B  (1e4 / 1e5 / 1e6; target <= 200, torch.fx ~1000)\n", label,
+                m[10000], m[100000], m[1000000]);
+    for (auto& kv : m)
+      std::printf("CSV,core,%s,%lld,%.1f\n", kind == 0 ? "BytesPerNode" : "BytesPerNodeTwoInputs",
+                  static_cast<long long>(kv.first), kv.second);
   }
   return 0;
 }

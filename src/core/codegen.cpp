@@ -122,20 +122,19 @@ class Generator {
   }
 
   /// Codegen name of a node of this graph: created at first mention (torch.fx
-  /// order), then cached by the node's dense index (held in its scratch word).
-  const std::string& node_repr(const Node* n) {
+  /// order), then cached by the node's index.
+  std::string_view node_repr(const Node* n) {
     if (n->graph() != &g_) return ns_.create_name(n->name(), n, nullptr);  // lint-invalid graphs
-    size_t idx = static_cast<size_t>(n->scratch() >> 1);
-    const std::string*& slot = names_[idx];
-    if (!slot) slot = &ns_.create_name(n->name(), nullptr, nullptr);
-    return *slot;
+    const char*& slot = names_[n->index()];
+    if (!slot) slot = ns_.create_name(n->name(), nullptr, nullptr).c_str();
+    return NameRef(slot).view();
   }
 
  private:
   std::string add_global(const std::string& hint, const Object& obj) {
     std::string ref = obj.iface()->qualified_reference(obj.get());
     if (!ref.empty()) return ref;
-    std::string name = ns_.create_name(hint, obj.get(), &obj);
+    std::string name = ns_.create_name(hint, obj.get(), &obj).str();
     if (global_index_.count(name)) return name;
     global_index_[name] = globals_.size();
     globals_.emplace_back(name, obj);
@@ -147,7 +146,7 @@ class Generator {
   }
 
   std::string repr(const Argument& a) {
-    return repr_argument(a, [this](const Node* n) { return node_repr(n); });
+    return repr_argument(a, [this](const Node* n) { return std::string(node_repr(n)); });
   }
 
   std::string get_repr(const Argument& a) {
@@ -160,7 +159,7 @@ class Generator {
     return repr(a);
   }
 
-  std::string format_args(const std::vector<Argument>& args, size_t from, const KwArgs& kwargs) {
+  std::string format_args(ArgSpan args, size_t from, const KwArgs& kwargs) {
     std::string args_s;
     for (size_t i = from; i < args.size(); ++i) {
       if (i > from) args_s += ", ";
@@ -176,26 +175,35 @@ class Generator {
   }
 
   void compute_last_uses() {
-    // Reverse walk: the first use met is the last use in program order.
-    // Node::scratch holds 1 + index of the node's last user list, 0 if unseen.
-    for (Node* n : g_.nodes()) n->set_scratch(0);
-    std::vector<Node*> order;
-    order.reserve(g_.size());
-    for (Node* n : g_.nodes()) order.push_back(n);
-    last_uses_.assign(order.size(), {});
-    names_.assign(order.size(), nullptr);
-    for (size_t i = order.size(); i-- > 0;) {
-      Node* user = order[i];
-      user->set_scratch(user->scratch() | (uint64_t(i) << 1));
+    // Reverse walk: the first use met is the last use in program order. The
+    // values freed after each user are the contiguous run
+    // dels_[del_begin_[user] .. del_end_[user]) (side tables by node index).
+    size_t cap = g_.node_capacity();
+    names_.assign(cap, nullptr);
+    del_begin_.assign(cap, 0);
+    del_end_.assign(cap, 0);
+    std::vector<bool> seen(cap, false);
+    dels_.clear();
+    dels_.reserve(g_.size());
+    std::vector<const Node*> foreign_seen;  // lint-invalid graphs only
+    for (Node* user : g_.nodes().reversed()) {
+      uint32_t ui = user->index();
+      del_begin_[ui] = static_cast<uint32_t>(dels_.size());
       auto reg = [&](Node* n) {
-        if (n->scratch() & 1) return;
-        n->set_scratch(n->scratch() | 1);
-        last_uses_[i].push_back(n);
+        if (n->graph() != &g_) {
+          for (const Node* f : foreign_seen)
+            if (f == n) return;
+          foreign_seen.push_back(n);
+        } else {
+          if (seen[n->index()]) return;
+          seen[n->index()] = true;
+        }
+        dels_.push_back(n);
       };
       for (auto& a : user->args()) a.for_each_node(reg);
       for (auto& kv : user->kwargs()) kv.second.for_each_node(reg);
+      del_end_[ui] = static_cast<uint32_t>(dels_.size());
     }
-    // Nodes of other graphs referenced as args keep bit 0 set; harmless.
   }
 
   void delete_unused_values(const Node& user) {
@@ -204,14 +212,14 @@ class Generator {
       body_.push_back("\n");
       return;
     }
-    size_t idx = static_cast<size_t>(user.scratch() >> 1);
-    auto& dels = last_uses_[idx];
-    if (dels.empty()) {
+    uint32_t ui = user.index();
+    if (del_begin_[ui] == del_end_[ui]) {
       body_.push_back("\n");
       return;
     }
     std::string s = ";  ";
-    for (Node* n : dels) {
+    for (uint32_t k = del_begin_[ui]; k < del_end_[ui]; ++k) {
+      const Node* n = dels_[k];
       s += node_repr(n);
       s += " = ";
     }
@@ -276,28 +284,28 @@ class Generator {
     switch (node.op()) {
       case Op::Placeholder: {
         std::string def = args.empty() ? "" : " = " + repr(args[0]);
-        free_vars_.push_back(node.target().str + ann + def);
+        free_vars_.push_back(node.target().str() + ann + def);
         std::string raw;
-        for (char c : node.target().str)
+        for (char c : node.target().str())
           if (c != '*') raw.push_back(c);
-        std::string r = node_repr(&node);
+        std::string r(node_repr(&node));
         if (raw != r) body_.push_back(r + " = " + raw + "\n");
         return;
       }
       case Op::CallMethod: {
-        std::string r = node_repr(&node);
+        std::string r(node_repr(&node));
         std::string self = args.empty() ? throw std::out_of_range("call_method node without arguments") : repr(args[0]);
-        std::string line = r + ann + " = " + format_target(self, node.target().str);
+        std::string line = r + ann + " = " + format_target(self, node.target().str());
         line += "(" + format_args(args, 1, node.kwargs()) + ")";
         body_.push_back(std::move(line));
         return;
       }
       case Op::CallFunction: {
-        const Object& fn = node.target().fn;
+        const Object& fn = node.target().fn();
         std::string opname = fn.iface()->operator_name(fn.get());
         if (!opname.empty()) {
           if (const char* fmt = find_fmt(kMagic, sizeof(kMagic) / sizeof(kMagic[0]), opname)) {
-            std::string r = node_repr(&node);
+            std::string r(node_repr(&node));
             std::vector<std::string> vals;
             for (auto& a : args) vals.push_back(repr(a));
             body_.push_back(r + ann + " = " + format_positional(fmt, vals));
@@ -307,18 +315,18 @@ class Generator {
             std::vector<std::string> vals;
             for (auto& a : args) vals.push_back(repr(a));
             std::string stmt = format_positional(fmt, vals);
-            std::string r = node_repr(&node);
-            body_.push_back(stmt + ";  " + r + ann + " = " + repr(args.at(0)));
+            std::string r(node_repr(&node));
+            body_.push_back(stmt + ";  " + r + ann + " = " + repr(args.empty() ? throw std::out_of_range("vector::_M_range_check") : args[0]));
             return;
           }
         }
         std::string gname = add_global(fn.qualified_name(), fn);
         if (gname == "getattr" && args.size() == 2 && args[1].is_string() && is_identifier(args[1].as_string())) {
-          std::string r = node_repr(&node);
+          std::string r(node_repr(&node));
           body_.push_back(r + ann + " = " + format_target(repr(args[0]), args[1].as_string()));
           return;
         }
-        std::string r = node_repr(&node);
+        std::string r(node_repr(&node));
         body_.push_back(r + ann + " = " + gname + "(" + format_args(args, 0, node.kwargs()) + ")");
         if (o_.hooks.is_wrapped && o_.hooks.is_wrapped(node)) {
           bool seen = false;
@@ -328,14 +336,14 @@ class Generator {
         return;
       }
       case Op::CallModule: {
-        std::string r = node_repr(&node);
-        body_.push_back(r + ann + " = " + format_target(o_.root_module, node.target().str) + "(" +
+        std::string r(node_repr(&node));
+        body_.push_back(r + ann + " = " + format_target(o_.root_module, node.target().str()) + "(" +
                         format_args(args, 0, node.kwargs()) + ")");
         return;
       }
       case Op::GetAttr: {
-        std::string r = node_repr(&node);
-        body_.push_back(r + ann + " = " + format_target(o_.root_module, node.target().str));
+        std::string r(node_repr(&node));
+        body_.push_back(r + ann + " = " + format_target(o_.root_module, node.target().str()));
         return;
       }
       case Op::Output: {
@@ -360,8 +368,10 @@ class Generator {
   std::vector<std::string> free_vars_;
   std::vector<std::string> body_;
   std::vector<std::string> wrapped_;
-  std::vector<std::vector<Node*>> last_uses_;
-  std::vector<const std::string*> names_;  // codegen name by node index
+  std::vector<const Node*> dels_;       // values freed after each user, grouped by user
+  std::vector<uint32_t> del_begin_;     // by user index: range in dels_
+  std::vector<uint32_t> del_end_;
+  std::vector<const char*> names_;      // codegen name (NameRef text) by node index
   std::string maybe_return_annotation_;
   std::optional<std::string> prev_stacktrace_;
 };

@@ -28,8 +28,8 @@ uint32_t fnv1a(const std::string& s) {
 
 std::string target_text(const Node& n) {
   const Target& t = n.target();
-  if (t.fn) return t.fn.iface()->pretty_target(t.fn.get());
-  return t.str;
+  if (t.fn()) return t.fn().iface()->pretty_target(t.fn().get());
+  return t.str();
 }
 
 const char* fill_color(const Node& n, const std::string& target) {
@@ -81,7 +81,7 @@ std::string args_field(const Node& n, const DotOptions& opts) {
 
 }  // namespace
 
-std::string dot_quote(const std::string& s) {
+std::string dot_quote(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 2);
   out += '"';
@@ -99,7 +99,7 @@ std::string dot_quote(const std::string& s) {
   return out;
 }
 
-std::string dot_record_escape(const std::string& s) {
+std::string dot_record_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   for (unsigned char c : s) {

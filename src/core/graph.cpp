@@ -1,6 +1,7 @@
 #include "fxcpp/core/graph.h"
 
 #include <algorithm>
+#include <new>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
@@ -55,7 +56,7 @@ NodeRange::iterator NodeRange::begin() const {
 
 // ---------------------------------------------------------------------- Graph
 Graph::Graph() {
-  root_ = new Node(this, Op::Root, intern_name(""), Target());
+  root_ = new (allocate_node()) Node(Op::Root, NameRef(), Target());
   root_->prev_ = root_->next_ = root_;
   insert_anchor_ = root_;
 }
@@ -64,8 +65,8 @@ Graph::~Graph() {
   // Bindings first, while every node is still intact.
   if (observer_) {
     for (Node* n = root_->next_; n != root_; n = n->next_)
-      if (n->binding_) observer_->on_destroy(*n);
-    if (root_->binding_) observer_->on_destroy(*root_);
+      if (n->binding()) observer_->on_destroy(*n);
+    if (root_->binding()) observer_->on_destroy(*root_);
   }
   // Edges that cross into other graphs (only lint-invalid graphs have them)
   // are cut while every node is still alive: foreign users lose the
@@ -74,22 +75,31 @@ Graph::~Graph() {
   for (Node* n = root_->next_; n != root_; n = n->next_) {
     std::vector<Node*> foreign_users;
     for (Node* u : n->users())
-      if (u->graph_ != this) foreign_users.push_back(u);
+      if (u->graph() != this) foreign_users.push_back(u);
     for (Node* u : foreign_users) u->replace_input_with(n, Argument());
     bool reads_foreign = false;
-    for (auto& u : n->inputs_) reads_foreign = reads_foreign || u.value->graph_ != this;
+    for (size_t i = 0; i < n->num_inputs(); ++i) reads_foreign = reads_foreign || n->use_at(i).value()->graph() != this;
     if (reads_foreign) n->unlink_uses();
   }
   // Every remaining use is internal: drop them without unlinking and free.
   Node* n = root_->next_;
   while (n != root_) {
     Node* nx = n->next_;
-    n->inputs_.clear();
-    free_node(n);
+    n->drop_uses();
+    n->users_head_ = nullptr;
+    n->~Node();
     n = nx;
   }
-  root_->inputs_.clear();
-  delete root_;
+  root_->drop_uses();
+  root_->users_head_ = nullptr;
+  root_->~Node();
+  // Tombstones and graveyard nodes were unlinked from the list only by flag,
+  // so the walk above destroyed them too; slabs free the memory.
+  for (auto& slab : slabs_) delete[] reinterpret_cast<detail::SlabHeader*>(slab.get())->bindings;
+}
+
+void Graph::SlabDeleter::operator()(unsigned char* p) const {
+  ::operator delete(p, std::align_val_t(detail::kSlabBytes));
 }
 
 size_t Graph::BucketKeyHash::operator()(const BucketKey& k) const {
@@ -97,25 +107,26 @@ size_t Graph::BucketKeyHash::operator()(const BucketKey& k) const {
 }
 
 Graph::BucketKey Graph::key_of(Op op, const Target& t) {
-  return BucketKey{op, t.fn ? t.fn.get() : t.str.id()};
+  return BucketKey{op, t.identity()};
 }
 
 void Graph::bucket_add(Node* n) {
-  Bucket& b = buckets_[key_of(n->op_, n->target_)];
+  Bucket& b = buckets_[key_of(n->op(), n->target_)];
+  uint32_t id = n->index() + 1;
   n->bucket_prev_ = b.tail;
-  n->bucket_next_ = nullptr;
-  if (b.tail) b.tail->bucket_next_ = n; else b.head = n;
-  b.tail = n;
+  n->bucket_next_ = 0;
+  if (b.tail) node_at(b.tail - 1)->bucket_next_ = id; else b.head = id;
+  b.tail = id;
   ++b.count;
 }
 
 void Graph::bucket_remove(Node* n) {
-  auto it = buckets_.find(key_of(n->op_, n->target_));
+  auto it = buckets_.find(key_of(n->op(), n->target_));
   if (it == buckets_.end()) return;
   Bucket& b = it->second;
-  if (n->bucket_prev_) n->bucket_prev_->bucket_next_ = n->bucket_next_; else b.head = n->bucket_next_;
-  if (n->bucket_next_) n->bucket_next_->bucket_prev_ = n->bucket_prev_; else b.tail = n->bucket_prev_;
-  n->bucket_prev_ = n->bucket_next_ = nullptr;
+  if (n->bucket_prev_) node_at(n->bucket_prev_ - 1)->bucket_next_ = n->bucket_next_; else b.head = n->bucket_next_;
+  if (n->bucket_next_) node_at(n->bucket_next_ - 1)->bucket_prev_ = n->bucket_prev_; else b.tail = n->bucket_prev_;
+  n->bucket_prev_ = n->bucket_next_ = 0;
   if (--b.count == 0) buckets_.erase(it);
 }
 
@@ -177,13 +188,13 @@ void Graph::set_insert_point(Node* anchor, bool after) {
 
 InsertGuard Graph::inserting_before(Node* n) {
   if (!n) return InsertGuard(this, root_, true);  // torch.fx: inserting_after(root)
-  if (n->graph_ != this) throw std::invalid_argument("Node to insert before is not in graph.");
+  if (n->graph() != this) throw std::invalid_argument("Node to insert before is not in graph.");
   return InsertGuard(this, n, false);
 }
 
 InsertGuard Graph::inserting_after(Node* n) {
   if (!n) return InsertGuard(this, root_, false);  // torch.fx: inserting_before(root)
-  if (n->graph_ != this) throw std::invalid_argument("Node to insert after is not in graph.");
+  if (n->graph() != this) throw std::invalid_argument("Node to insert after is not in graph.");
   return InsertGuard(this, n, true);
 }
 
@@ -198,19 +209,19 @@ Node* Graph::create_node(Op op, Target target, std::vector<Argument> args, KwArg
   if (name) {
     candidate = *name;
   } else if (target.is_object()) {
-    candidate = snake_case(target.fn.name());
+    candidate = snake_case(target.fn().name());
   } else {
-    std::string_view t = target.str.get();
+    std::string_view t = target.str().get();
     if (t.size() >= 4 && t.substr(0, 2) == "__" && t.substr(t.size() - 2) == "__") t = t.substr(2, t.size() - 4);
     else if (t == "__" || t == "___") t = std::string_view();
     candidate = snake_case(t);
   }
-  const std::string& uniq = names_.create_name(candidate, nullptr);
-  Node* n = new (allocate_node()) Node(this, op, &uniq, std::move(target));
+  NameRef uniq = names_.create_name(candidate, nullptr);
+  Node* n = new (allocate_node()) Node(op, uniq, std::move(target));
   try {
     if (type) n->set_type(std::move(type));
-    n->args_ = std::move(args);
-    if (!kwargs.empty()) n->kwargs_ = std::make_unique<KwArgs>(std::move(kwargs));
+    n->assign_args(std::move(args));
+    if (!kwargs.empty()) n->cold().kwargs = std::move(kwargs);
     n->link_uses();  // validates arguments before linking anything; may throw
   } catch (...) {
     free_node(n);
@@ -254,10 +265,10 @@ Node* Graph::output(Argument result, Object type) {
 
 Node* Graph::node_copy(const Node& node, const std::function<Argument(Node*)>& arg_transform) {
   auto mapped = arg_transform ? node.mapped_args_kwargs(arg_transform)
-                              : std::make_pair(node.args_, node.kwargs());
-  Node* n = create_node(node.op_, node.target_, std::move(mapped.first), std::move(mapped.second), node.name(),
-                        node.type());
-  if (node.has_meta()) n->meta() = *node.extra_->meta;
+                              : std::make_pair(node.args().to_vector(), node.kwargs());
+  Node* n = create_node(node.op(), node.target_, std::move(mapped.first), std::move(mapped.second),
+                        std::string(node.name()), node.type());
+  if (node.has_meta()) n->meta() = *node.cold_->meta;
   return n;
 }
 
@@ -265,14 +276,15 @@ std::optional<Argument> Graph::graph_copy(const Graph& other, std::unordered_map
                                           const Node** output_node) {
   auto lookup = [&](Node* n) -> Argument {
     auto it = val_map.find(n);
-    if (it == val_map.end()) throw std::out_of_range("graph_copy: node '" + n->name() + "' has no mapped value");
+    if (it == val_map.end())
+      throw std::out_of_range("graph_copy: node '" + std::string(n->name()) + "' has no mapped value");
     return it->second;
   };
   for (Node* node : other.nodes()) {
     if (val_map.count(node)) continue;
-    if (node->op_ == Op::Output) {
+    if (node->op() == Op::Output) {
       if (output_node) *output_node = node;
-      return node->args_.empty() ? Argument() : node->args_[0].map_nodes(lookup);
+      return node->args().empty() ? Argument() : node->args()[0].map_nodes(lookup);
     }
     val_map[node] = Argument::node(node_copy(*node, lookup));
   }
@@ -280,26 +292,27 @@ std::optional<Argument> Graph::graph_copy(const Graph& other, std::unordered_map
 }
 
 std::unique_ptr<Graph> Graph::clone() const {
-  // Old -> new mapping lives in each source node's scratch word (no hashing).
+  // Old -> new mapping in a side table indexed by node index (no hashing).
   auto g = std::make_unique<Graph>();
   g->names_.reserve(size_);
-  auto mapped = [](Node* n) { return Argument::node(reinterpret_cast<Node*>(static_cast<uintptr_t>(n->scratch()))); };
+  std::vector<Node*> map(node_capacity(), nullptr);
+  auto mapped = [&map](Node* n) { return Argument::node(map[n->index()]); };
   for (Node* n : nodes()) {
-    if (n->op_ == Op::Output) {
-      g->output(n->args_.empty() ? Argument() : n->args_[0].map_nodes(mapped), n->type());
+    if (n->op() == Op::Output) {
+      g->output(n->args().empty() ? Argument() : n->args()[0].map_nodes(mapped), n->type());
       break;
     }
-    n->set_scratch(reinterpret_cast<uintptr_t>(g->node_copy(*n, mapped)));
+    map[n->index()] = g->node_copy(*n, mapped);
   }
   return g;
 }
 
 void Graph::erase_node(Node* n) {
-  if (n->graph_ != this || n->op_ == Op::Root) throw std::invalid_argument("Node is not in this graph");
+  if (n->graph() != this || n->op() == Op::Root) throw std::invalid_argument("Node is not in this graph");
   if (n->erased_) return;
-  if (n->num_users_ > 0) {
+  if (n->has_users()) {
     std::ostringstream os;
-    os << "Tried to erase Node " << n->name() << " but it still had " << n->num_users_
+    os << "Tried to erase Node " << n->name() << " but it still had " << n->num_users()
        << " users in the graph: {";
     bool first = true;
     for (Node* u : n->users()) {
@@ -317,7 +330,7 @@ void Graph::erase_node(Node* n) {
     // Keep inserting at the same place relative to the live neighbours.
     insert_anchor_ = insert_after_ ? n->prev() : n->next();
   }
-  if (n->binding_ && observer_) {
+  if (n->binding() && observer_) {
     n->erased_ = true;
     observer_->on_tombstone(*n);  // may call release_tombstone(n) re-entrantly
     return;
@@ -340,23 +353,33 @@ void* Graph::allocate_node() {
     free_list_ = *static_cast<void**>(p);
     return p;
   }
-  if (slab_used_ == kSlabNodes) {
-    slabs_.emplace_back(new Slot[kSlabNodes]);
+  if (slab_used_ == detail::kNodesPerSlab) {
+    if (slabs_.size() >= (size_t(UINT32_MAX) - 1) / detail::kNodesPerSlab)
+      throw std::length_error("too many nodes in one graph");
+    auto* slab = static_cast<unsigned char*>(::operator new(detail::kSlabBytes, std::align_val_t(detail::kSlabBytes)));
+    slabs_.emplace_back(slab);
+    auto* h = reinterpret_cast<detail::SlabHeader*>(slab);
+    h->graph = this;
+    h->first_index = static_cast<uint32_t>((slabs_.size() - 1) * detail::kNodesPerSlab);
+    h->bindings = nullptr;
+    h->reserved = 0;
     slab_used_ = 0;
   }
-  return &slabs_.back()[slab_used_++];
+  unsigned char* slab = slabs_.back().get();
+  return slab + detail::kSlabHeaderBytes + (slab_used_++) * sizeof(Node);
 }
 
 void Graph::free_node(Node* n) {
+  n->set_binding(nullptr);  // the slot may be reused: no stale binding
   n->~Node();
   *reinterpret_cast<void**>(n) = free_list_;
   free_list_ = n;
 }
 
-const std::string* Graph::intern_name(const std::string& n) {
+NameRef Graph::intern_name(std::string_view n) {
   ++renames_;
-  if (const std::string* s = names_.find(n)) return s;
-  return &*extra_names_.insert(n).first;
+  if (auto s = names_.find(n)) return *s;
+  return names_.store_unindexed(n);
 }
 
 void Graph::iterator_closed() {
@@ -364,7 +387,7 @@ void Graph::iterator_closed() {
   std::vector<Node*> dead;
   dead.swap(graveyard_);
   for (Node* n : dead) {
-    if (n->binding_) continue;  // a binding took it over: it is a tombstone now
+    if (n->binding()) continue;  // a binding took it over: it is a tombstone now
     unlink(n);
     free_node(n);
   }
@@ -386,11 +409,11 @@ std::vector<Node*> Graph::find_nodes(Op op, const Target* target) const {
     auto it = buckets_.find(key_of(op, *target));
     if (it == buckets_.end()) return out;
     out.reserve(it->second.count);
-    for (Node* n = it->second.head; n; n = n->bucket_next_) out.push_back(n);
+    for (uint32_t i = it->second.head; i; i = node_at(i - 1)->bucket_next_) out.push_back(node_at(i - 1));
   } else {
     for (auto& kv : buckets_)
       if (kv.first.op == op)
-        for (Node* n = kv.second.head; n; n = n->bucket_next_) out.push_back(n);
+        for (uint32_t i = kv.second.head; i; i = node_at(i - 1)->bucket_next_) out.push_back(node_at(i - 1));
   }
   std::sort(out.begin(), out.end(), [](Node* a, Node* b) { return a->order_ < b->order_; });
   return out;

@@ -99,6 +99,49 @@ std::string snake_case(std::string_view s) {
   return out;
 }
 
+// ----------------------------------------------------------------- NameRef
+
+const char* NameRef::empty_text() {
+  // length prefix 0, then the NUL terminator
+  alignas(uint32_t) static const char kEmpty[sizeof(uint32_t) + 1] = {0, 0, 0, 0, 0};
+  return kEmpty + sizeof(uint32_t);
+}
+
+// --------------------------------------------------------------- NameArena
+
+uint32_t NameArena::store(std::string_view s) {
+  if (s.size() > UINT32_MAX - 8) throw std::length_error("name too long");
+  size_t need = sizeof(uint32_t) + s.size() + 1;
+  char* base;
+  size_t chunk;
+  size_t off;
+  if (need > kChunk / 4) {
+    // A chunk of its own, addressed at offset 0.
+    chunks_.emplace_back(new char[need]);
+    bytes_ += need;
+    chunk = chunks_.size() - 1;
+    off = 0;
+    base = chunks_.back().get();
+  } else {
+    if (used_ + need > kChunk) {
+      chunks_.emplace_back(new char[kChunk]);
+      bytes_ += kChunk;
+      last_regular_ = chunks_.size() - 1;
+      used_ = 0;
+    }
+    chunk = last_regular_;
+    off = used_;
+    base = chunks_[chunk].get() + off;
+    used_ += need;
+  }
+  if (chunks_.size() > (size_t(1) << (32 - kOffsetBits))) throw std::length_error("too many names");
+  uint32_t n = static_cast<uint32_t>(s.size());
+  std::memcpy(base, &n, sizeof(n));
+  if (!s.empty()) std::memcpy(base + sizeof(n), s.data(), s.size());
+  base[sizeof(n) + s.size()] = '\0';
+  return static_cast<uint32_t>(chunk << kOffsetBits) | static_cast<uint32_t>(off + sizeof(n));
+}
+
 // ------------------------------------------------------------------ NameSet
 
 uint64_t NameSet::hash(std::string_view s) {
@@ -111,6 +154,10 @@ uint64_t NameSet::hash(std::string_view s) {
   return h;
 }
 
+// Load factor at most 13/16: slots stay 8 bytes per 0.8 names, and linear
+// probing with a 32-bit tag rarely touches more than one cache line.
+size_t NameSet::slots_for(size_t n) const { return (n * 16 + 12) / 13 + 1; }
+
 void NameSet::grow(size_t min_slots) {
   size_t cap = 16;
   while (cap < min_slots) cap *= 2;
@@ -119,29 +166,32 @@ void NameSet::grow(size_t min_slots) {
   size_t mask = cap - 1;
   for (const Slot& sl : slots_) {
     if (!sl.tag) continue;
-    size_t i = static_cast<size_t>(hash(strings_[sl.index])) & mask;
+    size_t i = static_cast<size_t>(hash(arena_.get(sl.handle).view())) & mask;
     while (fresh[i].tag) i = (i + 1) & mask;
     fresh[i] = sl;
   }
   slots_.swap(fresh);
 }
 
-void NameSet::reserve(size_t n) { grow((strings_.size() + n) * 2); }
+void NameSet::reserve(size_t n) { grow(slots_for(size_ + n)); }
 
-const std::string* NameSet::find(std::string_view s) const {
-  if (slots_.empty()) return nullptr;
+std::optional<NameRef> NameSet::find(std::string_view s) const {
+  if (slots_.empty()) return std::nullopt;
   uint64_t h = hash(s);
   uint32_t tag = static_cast<uint32_t>(h >> 32) | 1u;
   size_t mask = slots_.size() - 1;
   for (size_t i = static_cast<size_t>(h) & mask;; i = (i + 1) & mask) {
     const Slot& sl = slots_[i];
-    if (!sl.tag) return nullptr;
-    if (sl.tag == tag && strings_[sl.index] == s) return &strings_[sl.index];
+    if (!sl.tag) return std::nullopt;
+    if (sl.tag == tag) {
+      NameRef r = arena_.get(sl.handle);
+      if (r.view() == s) return r;
+    }
   }
 }
 
-std::pair<const std::string*, bool> NameSet::insert(std::string_view s) {
-  if ((strings_.size() + 1) * 2 > slots_.size()) grow((strings_.size() + 1) * 2);
+std::pair<NameRef, bool> NameSet::insert(std::string_view s) {
+  if (slots_for(size_ + 1) > slots_.size()) grow(slots_for(size_ + 1));
   uint64_t h = hash(s);
   uint32_t tag = static_cast<uint32_t>(h >> 32) | 1u;
   size_t mask = slots_.size() - 1;
@@ -149,12 +199,16 @@ std::pair<const std::string*, bool> NameSet::insert(std::string_view s) {
   for (;; i = (i + 1) & mask) {
     Slot& sl = slots_[i];
     if (!sl.tag) break;
-    if (sl.tag == tag && strings_[sl.index] == s) return {&strings_[sl.index], false};
+    if (sl.tag == tag) {
+      NameRef r = arena_.get(sl.handle);
+      if (r.view() == s) return {r, false};
+    }
   }
-  strings_.emplace_back(s);
+  uint32_t handle = arena_.store(s);
   slots_[i].tag = tag;
-  slots_[i].index = static_cast<uint32_t>(strings_.size() - 1);
-  return {&strings_.back(), true};
+  slots_[i].handle = handle;
+  ++size_;
+  return {arena_.get(handle), true};
 }
 
 // ---------------------------------------------------------------- Namespace
@@ -168,7 +222,7 @@ bool Namespace::is_illegal(const std::string& name, const Object* obj) const {
   return false;
 }
 
-const std::string& Namespace::create_name(std::string_view candidate_in, const void* key, const Object* obj) {
+NameRef Namespace::create_name(std::string_view candidate_in, const void* key, const Object* obj) {
   if (key) {
     auto it = obj_to_name_.find(key);
     if (it != obj_to_name_.end()) return it->second;
@@ -220,8 +274,8 @@ const std::string& Namespace::create_name(std::string_view candidate_in, const v
   if (!illegal(cand, suffixed)) {
     auto ins = used_.insert(cand);
     if (ins.second) {
-      if (key) return obj_to_name_.emplace(key, *ins.first).first->second;
-      return *ins.first;
+      if (key) obj_to_name_.emplace(key, ins.first);
+      return ins.first;
     }
   }
   {
@@ -243,8 +297,8 @@ const std::string& Namespace::create_name(std::string_view candidate_in, const v
     }
     if (from_hint) hint = k + 1;
   }
-  const std::string& stored = *used_.insert(cand).first;
-  if (key) return obj_to_name_.emplace(key, stored).first->second;
+  NameRef stored = used_.insert(cand).first;
+  if (key) obj_to_name_.emplace(key, stored);
   return stored;
 }
 

@@ -1,6 +1,9 @@
 #include "fxcpp/core/node.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <new>
 #include <ostream>
 #include <sstream>
 #include <stdexcept>
@@ -33,63 +36,170 @@ std::optional<Op> parse_op(std::string_view s) {
   return std::nullopt;
 }
 
-Node::Node(Graph* g, Op op, const std::string* name, Target target)
-    : graph_(g), name_(name), target_(std::move(target)), op_(op) {}
+// ------------------------------------------------------------------ Target
 
-void Node::set_name(const std::string& n) {
-  name_ = graph_->intern_name(n);
-  ++attrs_version_;
+namespace {
+// String targets are Objects of this interface: the pointer is the interned
+// string's storage, which lives for the process (retain/release are no-ops).
+class InternedStringInterface final : public ObjectInterface {
+ public:
+  void retain(void*) const override {}
+  void release(void*) const override {}
+  std::string repr(void* p) const override { return py_repr_string(*static_cast<const std::string*>(p)); }
+  std::string str(void* p) const override { return *static_cast<const std::string*>(p); }
+  std::string name(void* p) const override { return *static_cast<const std::string*>(p); }
+};
+}  // namespace
+
+const ObjectInterface* Target::string_interface() {
+  static const InternedStringInterface iface;
+  return &iface;
+}
+
+const Object& Target::null_object() {
+  static const Object none;
+  return none;
+}
+
+Target::Target(InternedString s)
+    : obj_(Object::steal(string_interface(), const_cast<void*>(s.id()))) {}
+
+Target::Target(Object f) : obj_(std::move(f)) {
+  if (!obj_) obj_ = Object::steal(string_interface(), const_cast<void*>(InternedString().id()));
+}
+
+// -------------------------------------------------------------------- Node
+
+static_assert(sizeof(Use) == 24, "Use records are 24 bytes (Note [Compact nodes])");
+static_assert(sizeof(Node) == 160, "Note [Compact nodes]: keep the node at 160 bytes");
+
+size_t Node::uses_offset() {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+  return offsetof(Node, uses_store_);
+#pragma GCC diagnostic pop
+}
+
+Node* Use::user() const {
+  if (bits_ & 1) return reinterpret_cast<const Node::HeapUse*>(this)->user;
+  size_t idx = (bits_ >> 1) & 1;
+  return reinterpret_cast<Node*>(const_cast<char*>(reinterpret_cast<const char*>(this)) - Node::uses_offset() -
+                                 idx * sizeof(Use));
+}
+
+Node::Node(Op op, NameRef name, Target target)
+    : name_(name), target_(std::move(target)), n_args_(0), op_(static_cast<uint32_t>(op)), n_inputs_(0), erased_(0) {}
+
+Node::~Node() {
+  unlink_uses();
+  clear_args();
+  delete cold_;
+}
+
+void Node::set_binding(NodeBinding* b) {
+  auto* h = const_cast<detail::SlabHeader*>(detail::slab_of(this));
+  if (!h->bindings) {
+    if (!b) return;
+    h->bindings = new NodeBinding*[detail::kNodesPerSlab]();
+  }
+  h->bindings[detail::slot_in_slab(this, h)] = b;
+}
+
+void Node::set_name(std::string_view n) {
+  name_ = graph()->intern_name(n);
+  mark_dirty(NodeBinding::kAttrs);
 }
 
 const KwArgs& Node::kwargs() const {
   static const KwArgs empty;
-  return kwargs_ ? *kwargs_ : empty;
+  return cold_ ? cold_->kwargs : empty;
+}
+
+Node::Cold& Node::cold() {
+  if (!cold_) cold_ = new Cold();
+  return *cold_;
 }
 
 const Object& Node::type() const {
   static const Object none;
-  return extra_ ? extra_->type : none;
+  return cold_ ? cold_->type : none;
 }
 
 void Node::set_type(Object t) {
-  if (!extra_) {
-    if (!t) return;
-    extra_ = std::make_unique<Extra>();
-  }
-  extra_->type = std::move(t);
+  if (!cold_ && !t) return;
+  cold().type = std::move(t);
 }
 
-Node::~Node() { unlink_uses(); }
-
 void Node::set_target(Target t) {
-  if (!erased_ && op_ != Op::Root) graph_->bucket_remove(this);
+  Graph* g = graph();
+  bool indexed = !erased_ && op() != Op::Root;
+  if (indexed) g->bucket_remove(this);
   target_ = std::move(t);
-  if (!erased_ && op_ != Op::Root) graph_->bucket_add(this);
-  ++attrs_version_;
+  if (indexed) g->bucket_add(this);
+  mark_dirty(NodeBinding::kAttrs);
+}
+
+void Node::clear_args() {
+  if (n_args_ <= kInlineArgs) {
+    Argument* a = reinterpret_cast<Argument*>(args_store_);
+    for (uint32_t i = 0; i < n_args_; ++i) a[i].~Argument();
+  } else {
+    Argument* a = args_heap();
+    for (uint32_t i = 0; i < n_args_; ++i) a[i].~Argument();
+    ::operator delete(a);
+  }
+  n_args_ = 0;
+}
+
+void Node::assign_args(std::vector<Argument>&& args) {
+  if (args.size() > kMaxArgs) throw std::length_error("too many arguments for one node");
+  clear_args();
+  Argument* dst;
+  if (args.size() <= kInlineArgs) {
+    dst = reinterpret_cast<Argument*>(args_store_);
+  } else {
+    dst = static_cast<Argument*>(::operator new(args.size() * sizeof(Argument)));
+    std::memcpy(args_store_, &dst, sizeof(dst));
+  }
+  for (size_t i = 0; i < args.size(); ++i) new (dst + i) Argument(std::move(args[i]));
+  n_args_ = static_cast<uint32_t>(args.size());
 }
 
 // Note [Use lists]: the only place where use lists change.
 void Node::unlink_uses() {
-  for (Use& u : inputs_) {
-    Node* v = u.value;
-    if (u.prev) u.prev->next = u.next; else v->users_head_ = u.next;
-    if (u.next) u.next->prev = u.prev; else v->users_tail_ = u.prev;
-    --v->num_users_;
-    ++v->users_version_;
+  for (uint32_t i = 0; i < n_inputs_; ++i) {
+    Use& u = const_cast<Use&>(use_at(i));
+    Node* v = u.value();
+    Use* head = v->users_head_;
+    if (&u == head) {
+      v->users_head_ = u.next;
+      if (u.next) u.next->prev = u.prev;  // new head inherits the tail link
+    } else {
+      u.prev->next = u.next;
+      if (u.next) u.next->prev = u.prev;
+      else head->prev = u.prev;  // u was the tail
+    }
+    v->mark_dirty(NodeBinding::kUsers);
   }
-  inputs_.clear();
+  drop_uses();
+}
+
+void Node::drop_uses() {
+  if (n_inputs_ > kInlineUses) ::operator delete(uses_heap());
+  n_inputs_ = 0;
 }
 
 namespace {
 // Unique input nodes of (args, kwargs) in first-appearance order. Throws for
 // erased nodes before anything is modified.
-std::vector<Node*> collect_inputs(const std::vector<Argument>& args, const KwArgs& kwargs) {
+std::vector<Node*> collect_inputs(ArgSpan args, const KwArgs& kwargs) {
   std::vector<Node*> uniq;
   std::unordered_set<Node*> seen;
   bool big = false;
   auto add = [&](Node* n) {
     if (n->erased())
-      throw std::invalid_argument("Node '" + n->name() + "' was erased from its graph and cannot be used as an argument");
+      throw std::invalid_argument("Node '" + std::string(n->name()) +
+                                  "' was erased from its graph and cannot be used as an argument");
     if (!big && uniq.size() >= 16) {
       big = true;
       seen.insert(uniq.begin(), uniq.end());
@@ -108,38 +218,63 @@ std::vector<Node*> collect_inputs(const std::vector<Argument>& args, const KwArg
 }
 }  // namespace
 
-void Node::link_uses() { link_uses(collect_inputs(args_, kwargs())); }
+void Node::link_uses() { link_uses(collect_inputs(args(), kwargs())); }
 
 void Node::link_uses(const std::vector<Node*>& uniq) {
-  inputs_.resize(uniq.size());
-  for (size_t i = 0; i < uniq.size(); ++i) {
-    Use& u = inputs_[i];
+  // precondition: n_inputs_ == 0 (unlink_uses ran)
+  size_t n = uniq.size();
+  if (n > (1u << 31) - 1) throw std::length_error("too many inputs for one node");
+  Use* inl = uses_inline();
+  HeapUse* heap = nullptr;
+  if (n > kInlineUses) {
+    heap = static_cast<HeapUse*>(::operator new(n * sizeof(HeapUse)));
+    std::memcpy(uses_store_, &heap, sizeof(heap));
+  }
+  n_inputs_ = static_cast<uint32_t>(n);
+  for (size_t i = 0; i < n; ++i) {
     Node* v = uniq[i];
-    u.value = v;
-    u.user = this;
-    u.next = nullptr;
-    u.prev = v->users_tail_;
-    if (v->users_tail_) v->users_tail_->next = &u; else v->users_head_ = &u;
-    v->users_tail_ = &u;
-    ++v->num_users_;
-    ++v->users_version_;
+    Use* u;
+    if (heap) {
+      HeapUse* h = new (heap + i) HeapUse();
+      h->user = this;
+      u = &h->use;
+      u->bits_ = reinterpret_cast<uintptr_t>(v) | 1;
+    } else {
+      u = new (inl + i) Use();
+      u->bits_ = reinterpret_cast<uintptr_t>(v) | (i << 1);
+    }
+    u->next = nullptr;
+    Use* head = v->users_head_;
+    if (!head) {
+      u->prev = u;
+      v->users_head_ = u;
+    } else {
+      Use* tail = head->prev;
+      tail->next = u;
+      u->prev = tail;
+      head->prev = u;
+    }
+    v->mark_dirty(NodeBinding::kUsers);
   }
 }
 
 void Node::set_args_kwargs(std::vector<Argument> args, KwArgs kwargs) {
-  std::vector<Node*> uniq = collect_inputs(args, kwargs);  // may throw: nothing changed yet
+  std::vector<Node*> uniq = collect_inputs(ArgSpan(args.data(), args.size()), kwargs);  // may throw
+  if (args.size() > kMaxArgs) throw std::length_error("too many arguments for one node");
   unlink_uses();
-  args_ = std::move(args);
-  if (kwargs.empty()) kwargs_.reset();
-  else if (kwargs_) *kwargs_ = std::move(kwargs);
-  else kwargs_ = std::make_unique<KwArgs>(std::move(kwargs));
+  assign_args(std::move(args));
+  if (kwargs.empty()) {
+    if (cold_) cold_->kwargs.clear();
+  } else {
+    cold().kwargs = std::move(kwargs);
+  }
   link_uses(uniq);
-  ++args_version_;
+  mark_dirty(NodeBinding::kArgs | NodeBinding::kKwargs);
 }
 
 void Node::update_arg(size_t idx, Argument arg) {
-  if (idx >= args_.size()) throw std::out_of_range("list assignment index out of range");
-  std::vector<Argument> a = args_;
+  if (idx >= n_args_) throw std::out_of_range("list assignment index out of range");
+  std::vector<Argument> a = args().to_vector();
   a[idx] = std::move(arg);
   set_args(std::move(a));
 }
@@ -159,22 +294,27 @@ void Node::update_kwarg(const std::string& key, Argument arg) {
 
 std::vector<Node*> Node::all_input_nodes() const {
   std::vector<Node*> out;
-  out.reserve(inputs_.size());
-  for (auto& u : inputs_) out.push_back(u.value);
+  out.reserve(n_inputs_);
+  for (uint32_t i = 0; i < n_inputs_; ++i) out.push_back(use_at(i).value());
   return out;
+}
+
+size_t Node::num_users() const {
+  size_t n = 0;
+  for (const Use* u = users_head_; u; u = u->next) ++n;
+  return n;
 }
 
 std::vector<Node*> Node::users_vector() const {
   std::vector<Node*> out;
-  out.reserve(num_users_);
   for (Node* u : users()) out.push_back(u);
   return out;
 }
 
 KwArgs& Node::meta() {
-  if (!extra_) extra_ = std::make_unique<Extra>();
-  if (!extra_->meta) extra_->meta = std::make_unique<KwArgs>();
-  return *extra_->meta;
+  Cold& c = cold();
+  if (!c.meta) c.meta = std::make_unique<KwArgs>();
+  return *c.meta;
 }
 
 Node* Node::next() const {
@@ -190,17 +330,18 @@ Node* Node::prev() const {
 }
 
 void Node::prepend(Node* x) {
-  if (x->graph_ != graph_) throw std::invalid_argument("Attempting to move a Node into a different Graph");
-  if (x->op_ == Op::Root) throw std::invalid_argument("The graph's root node cannot be moved");
+  if (x->graph() != graph()) throw std::invalid_argument("Attempting to move a Node into a different Graph");
+  if (x->op() == Op::Root) throw std::invalid_argument("The graph's root node cannot be moved");
   if (x == this) return;
   if (x->erased_) throw std::invalid_argument("Attempting to move an erased Node");
-  graph_->unlink(x);
-  graph_->link_before(this, x);
+  Graph* g = graph();
+  g->unlink(x);
+  g->link_before(this, x);
 }
 
 void Node::append(Node* x) {
-  if (x->graph_ != graph_) throw std::invalid_argument("Attempting to move a Node into a different Graph");
-  if (x->op_ == Op::Root) throw std::invalid_argument("The graph's root node cannot be moved");
+  if (x->graph() != graph()) throw std::invalid_argument("Attempting to move a Node into a different Graph");
+  if (x->op() == Op::Root) throw std::invalid_argument("The graph's root node cannot be moved");
   if (x == this) return;
   // torch.fx: self._next.prepend(x), with _next the raw successor.
   Node* nx = next_;
@@ -210,8 +351,8 @@ void Node::append(Node* x) {
 
 std::pair<std::vector<Argument>, KwArgs> Node::mapped_args_kwargs(const std::function<Argument(Node*)>& fn) const {
   std::vector<Argument> na;
-  na.reserve(args_.size());
-  for (auto& a : args_) na.push_back(a.map_nodes(fn));
+  na.reserve(n_args_);
+  for (auto& a : args()) na.push_back(a.map_nodes(fn));
   KwArgs nk;
   nk.reserve(kwargs().size());
   for (auto& kv : kwargs()) nk.emplace_back(kv.first, kv.second.map_nodes(fn));
@@ -241,11 +382,17 @@ void Node::replace_input_with(Node* old_input, const Argument& new_input) {
 }
 
 bool Node::is_impure() const {
-  switch (op_) {
+  switch (op()) {
     case Op::Placeholder:
     case Op::Output: return true;
-    case Op::CallFunction: return target_.fn && target_.fn.iface()->is_impure_target(target_.fn.get());
-    case Op::CallModule: return graph_->module_impure_fn() ? graph_->module_impure_fn()(*this) : false;
+    case Op::CallFunction: {
+      const Object& fn = target_.fn();
+      return fn && fn.iface()->is_impure_target(fn.get());
+    }
+    case Op::CallModule: {
+      const ImpureFn& f = graph()->module_impure_fn();
+      return f ? f(*this) : false;
+    }
     default: return false;
   }
 }

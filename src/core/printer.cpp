@@ -83,7 +83,7 @@ void repr_into(std::string& out, const Argument& a, const std::function<std::str
   }
 }
 
-std::string node_plain_name(const Node* n) { return n->name(); }
+std::string node_plain_name(const Node* n) { return std::string(n->name()); }
 
 // Python str(): like repr() except that a top-level string prints raw and a
 // foreign object uses its str().
@@ -145,13 +145,15 @@ std::string format_arg(const Argument& a) {
 
 std::optional<std::string> Node::format_node(std::vector<std::string>* placeholder_names,
                                              std::string* maybe_return_typename) const {
-  std::string users = "[#users=" + std::to_string(num_users_) + "]";
+  std::string users = "[#users=" + std::to_string(num_users()) + "]";
   const Object& type_ = type();
-  const std::string& name_ = name();
+  const std::string name_(name());
   const KwArgs& kwargs_ = kwargs();
+  const ArgSpan args_ = args();
+  const Op op_ = op();
   switch (op_) {
     case Op::Placeholder: {
-      std::string arg_str = target_.str;
+      std::string arg_str = target_.str();
       if (type_) arg_str += arg_str + ": " + type_str(type_);  // (sic) torch.fx 1.13
       if (placeholder_names && !placeholder_names->empty()) {
         placeholder_names->push_back(arg_str);
@@ -159,11 +161,11 @@ std::optional<std::string> Node::format_node(std::vector<std::string>* placehold
       }
       std::string maybe_typename = type_ ? type_str(type_) + " " : "";
       std::string default_val = args_.empty() ? "" : "(default=" + str_argument(args_[0]) + ")";
-      return "%" + name_ + " : " + maybe_typename + users + " = placeholder[target=" + target_.str + "]" + default_val;
+      return "%" + name_ + " : " + maybe_typename + users + " = placeholder[target=" + target_.str() + "]" + default_val;
     }
     case Op::GetAttr: {
       std::string maybe_typename = type_ ? type_str(type_) + " " : "";
-      return "%" + name_ + " : " + maybe_typename + users + " = get_attr[target=" + target_.str + "]";
+      return "%" + name_ + " : " + maybe_typename + users + " = get_attr[target=" + target_.str() + "]";
     }
     case Op::Output: {
       if (type_ && maybe_return_typename) *maybe_return_typename = " -> " + type_str(type_);
@@ -172,7 +174,7 @@ std::optional<std::string> Node::format_node(std::vector<std::string>* placehold
     case Op::Root: return std::string();
     default: {
       std::string maybe_typename = type_ ? type_str(type_) + " " : "";
-      std::string tgt = target_.fn ? target_.fn.iface()->pretty_target(target_.fn.get()) : target_.str.get();
+      std::string tgt = target_.fn() ? target_.fn().iface()->pretty_target(target_.fn().get()) : target_.str().get();
       std::string a = "(";
       for (size_t i = 0; i < args_.size(); ++i) {
         if (i) a += ", ";

@@ -129,8 +129,8 @@ bool SubgraphMatcher::nodes_are_equal(const Node* pn, const Node* gn) const {
   const Target& a = pn->target();
   const Target& b = gn->target();
   if (a.is_object() != b.is_object()) return false;
-  if (a.is_object()) return a.fn.equals(b.fn);
-  return a.str == b.str;
+  if (a.is_object()) return a.fn().equals(b.fn());
+  return a.str() == b.str();
 }
 
 /// The state of one (partial) match, with O(1) undo to a saved size.

@@ -12,8 +12,17 @@
 // * Erasing a node that has a wrapper turns it into a tombstone (see Note
 //   [Erased nodes and tombstones]); the core drops its reference and the
 //   wrapper releases the tombstone when it dies.
-// * Hot fields are C getsets over caches validated by the node's version
-//   counters; reading node.args twice returns the same tuple.
+// * Hot fields are C getsets over caches validated by the dirty bits the
+//   core sets in the wrapper's NodeBinding; reading node.args twice returns
+//   the same tuple.
+//
+// Note [Binding dirty bits]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// The core keeps no version counters. A wrapper embeds a NodeBinding whose
+// address is the node's binding(); when the node's args/kwargs, users or
+// name/target change, the core sets the matching bit. A getter serves its
+// cache while its bit is clear and clears the bit when it rebuilds. A fresh
+// wrapper starts with every bit set.
 #pragma once
 
 #define PY_SSIZE_T_CLEAN
@@ -54,10 +63,18 @@ struct PyNode {
   PyObject* args_cache;
   PyObject* kwargs_cache;
   PyObject* users_cache;
-  uint32_t attrs_version;
-  uint32_t args_version;
-  uint32_t users_version;
+  NodeBinding b;  // the core's view of this wrapper (Note [Binding dirty bits])
 };
+
+/// The wrapper that owns binding `b` (null for null).
+inline PyNode* pynode_of(NodeBinding* b) {
+  return b ? reinterpret_cast<PyNode*>(reinterpret_cast<char*>(b) - offsetof(PyNode, b)) : nullptr;
+}
+/// The node's wrapper (borrowed), or null when it has none.
+inline PyObject* wrapper_of(const Node& n) {
+  NodeBinding* b = n.binding();
+  return b ? reinterpret_cast<PyObject*>(pynode_of(b)) : nullptr;
+}
 
 struct PyGraph {
   PyObject_HEAD
@@ -94,7 +111,7 @@ Argument to_arg(PyObject* o, bool* canonical = nullptr);
 Argument to_arg_container(PyObject* o, bool* canonical);
 /// Argument -> Python value (new reference).
 PyObject* from_arg(const Argument& a);
-PyObject* args_to_tuple(const std::vector<Argument>& args);
+PyObject* args_to_tuple(ArgSpan args);
 PyObject* kwargs_to_dict(const KwArgs& kwargs);
 std::vector<Argument> tuple_to_args(PyObject* tuple, bool* canonical = nullptr);
 KwArgs dict_to_kwargs(PyObject* dict);

@@ -19,11 +19,11 @@ class Link final : public GraphObserver {
   void on_tombstone(Node& n) override {
     // The core gives up its reference; the wrapper releases the tombstone
     // when it dies (possibly right now).
-    PyObject* w = static_cast<PyObject*>(n.binding());
+    PyObject* w = wrapper_of(n);
     Py_DECREF(w);
   }
   void on_destroy(Node& n) override {
-    auto* w = reinterpret_cast<PyNode*>(n.binding());
+    auto* w = pynode_of(n.binding());
     n.set_binding(nullptr);
     w->node = nullptr;
     if (!n.erased()) Py_DECREF(reinterpret_cast<PyObject*>(w));
@@ -63,8 +63,8 @@ int graph_traverse(PyObject* self, visitproc visit, void* arg) {
   Graph* g = as_pygraph(self)->graph;
   if (g) {
     for (Node* n : g->nodes())
-      if (n->binding()) Py_VISIT(static_cast<PyObject*>(n->binding()));
-    if (g->root()->binding()) Py_VISIT(static_cast<PyObject*>(g->root()->binding()));
+      if (n->binding()) Py_VISIT(wrapper_of(*n));
+    if (g->root()->binding()) Py_VISIT(wrapper_of(*g->root()));
   }
   return 0;
 }
@@ -74,7 +74,7 @@ int graph_clear(PyObject* self) {
   std::vector<Node*> bound;
   for_bound_nodes(g, [&](Node* n) { bound.push_back(n); });
   for (Node* n : bound) {
-    auto* w = reinterpret_cast<PyNode*>(n->binding());
+    auto* w = pynode_of(n->binding());
     n->set_binding(nullptr);
     w->node = nullptr;
     Py_DECREF(reinterpret_cast<PyObject*>(w));
@@ -195,7 +195,7 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
     } else {
       cand = snake_case(py_iface()->name(target));
     }
-    std::string uniq = g->names().create_name(cand, nullptr);
+    std::string uniq = g->names().create_name(cand, nullptr).str();
     PyObject* h = helper("_bad_target");
     if (!h) return nullptr;
     PyObject* r = PyObject_CallFunction(h, "OsOO", self, uniq.c_str(), target,
@@ -216,7 +216,7 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
     PyNode* p = reinterpret_cast<PyNode*>(w);
     Py_INCREF(args);
     Py_XSETREF(p->args_cache, args);
-    p->args_version = n->args_version();
+    p->b.dirty &= ~NodeBinding::kArgs;
   }
   return w;
   FXCPP_CATCH(nullptr)
@@ -243,7 +243,7 @@ PyObject* graph_erase_node(PyObject* self, PyObject* node) {
     Py_DECREF(users);
     if (!r) return nullptr;
     PyErr_Format(PyExc_RuntimeError, "Tried to erase Node %s but it still had %zu users in the graph: %U!",
-                 n->name().c_str(), n->num_users(), r);
+                 n->name_c_str(), n->num_users(), r);
     Py_DECREF(r);
     return nullptr;
   }
@@ -511,13 +511,13 @@ PyObject* graph_python_code(PyObject* self, PyObject* args) {
   opts.root_module = root_module;
   opts.verbose = verbose != 0;
   opts.hooks.is_wrapped = [](const Node& n) {
-    auto* w = static_cast<PyNode*>(n.binding());
+    auto* w = pynode_of(n.binding());
     if (!w || !w->meta) return false;
     PyObject* v = PyDict_GetItemString(w->meta, "is_wrapped");
     return v && PyObject_IsTrue(v) == 1;
   };
   opts.hooks.stack_trace = [](const Node& n) -> std::optional<std::string> {
-    auto* w = static_cast<PyNode*>(n.binding());
+    auto* w = pynode_of(n.binding());
     if (!w || !w->meta) return std::nullopt;
     PyObject* v = PyDict_GetItemString(w->meta, "stack_trace");
     if (!v || !PyUnicode_Check(v)) return std::nullopt;

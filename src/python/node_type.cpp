@@ -37,15 +37,14 @@ Node* node_of(PyObject* o) {
   if (n->erased()) {
     PyErr_Format(PyExc_RuntimeError,
                  "Node '%s' was erased from its graph and cannot be used as an argument; "
-                 "use a live node instead", n->name().c_str());
+                 "use a live node instead", n->name_c_str());
     return nullptr;
   }
   return n;
 }
 
 PyObject* wrap_node(Node* n) {
-  if (void* b = n->binding()) {
-    PyObject* w = static_cast<PyObject*>(b);
+  if (PyObject* w = wrapper_of(*n)) {
     Py_INCREF(w);
     return w;
   }
@@ -61,7 +60,8 @@ PyObject* wrap_node(Node* n) {
   p->node = n;
   Py_INCREF(g);
   p->graph = g;
-  n->set_binding(w);
+  p->b.dirty = NodeBinding::kAll;
+  n->set_binding(&p->b);
   Py_INCREF(w);  // the core node's reference
   return w;
 }
@@ -135,14 +135,14 @@ PyObject* get_name(PyObject* self, void*) {
   PyNode* p = as_pynode(self);
   Node* n = p->node;
   if (!n) return live_node(self), nullptr;
-  if (p->name_cache && p->attrs_version == n->attrs_version()) {
+  if (p->name_cache && !(p->b.dirty & NodeBinding::kAttrs)) {
     Py_INCREF(p->name_cache);
     return p->name_cache;
   }
   PyObject* s = PyUnicode_FromStringAndSize(n->name().data(), static_cast<Py_ssize_t>(n->name().size()));
   if (!s) return nullptr;
   Py_XSETREF(p->name_cache, s);
-  p->attrs_version = n->attrs_version();
+  p->b.dirty &= ~NodeBinding::kAttrs;
   Py_INCREF(s);
   return s;
 }
@@ -155,7 +155,7 @@ int set_name(PyObject* self, PyObject* v, void*) {
     return -1;
   }
   n->set_name(PyUnicode_AsUTF8(v));
-  n->touch_attrs();
+  n->mark_dirty(NodeBinding::kAttrs);
   return 0;
 }
 
@@ -163,12 +163,12 @@ PyObject* get_target(PyObject* self, void*) {
   Node* n = live_node(self);
   if (!n) return nullptr;
   const Target& t = n->target();
-  if (t.fn) {
-    PyObject* o = obj_ptr(t.fn);
+  if (t.fn()) {
+    PyObject* o = obj_ptr(t.fn());
     Py_INCREF(o);
     return o;
   }
-  return PyUnicode_FromStringAndSize(t.str.data(), static_cast<Py_ssize_t>(t.str.size()));
+  return PyUnicode_FromStringAndSize(t.str().data(), static_cast<Py_ssize_t>(t.str().size()));
 }
 
 int set_target(PyObject* self, PyObject* v, void*) {
@@ -187,15 +187,14 @@ PyObject* get_args(PyObject* self, void*) {
   PyNode* p = as_pynode(self);
   Node* n = p->node;
   if (!n) return live_node(self), nullptr;
-  if (p->args_cache && p->args_version == n->args_version()) {
+  if (p->args_cache && !(p->b.dirty & NodeBinding::kArgs)) {
     Py_INCREF(p->args_cache);
     return p->args_cache;
   }
   FXCPP_TRY
   PyObject* t = args_to_tuple(n->args());
   Py_XSETREF(p->args_cache, t);
-  Py_CLEAR(p->kwargs_cache);
-  p->args_version = n->args_version();
+  p->b.dirty &= ~NodeBinding::kArgs;
   Py_INCREF(t);
   return t;
   FXCPP_CATCH(nullptr)
@@ -205,15 +204,14 @@ PyObject* get_kwargs(PyObject* self, void*) {
   PyNode* p = as_pynode(self);
   Node* n = p->node;
   if (!n) return live_node(self), nullptr;
-  if (p->kwargs_cache && p->args_version == n->args_version()) {
+  if (p->kwargs_cache && !(p->b.dirty & NodeBinding::kKwargs)) {
     Py_INCREF(p->kwargs_cache);
     return p->kwargs_cache;
   }
   FXCPP_TRY
-  if (p->args_version != n->args_version()) Py_CLEAR(p->args_cache);
   PyObject* d = kwargs_to_dict(n->kwargs());
   Py_XSETREF(p->kwargs_cache, d);
-  p->args_version = n->args_version();
+  p->b.dirty &= ~NodeBinding::kKwargs;
   Py_INCREF(d);
   return d;
   FXCPP_CATCH(nullptr)
@@ -241,11 +239,10 @@ int set_args(PyObject* self, PyObject* v, void*) {
     canonical = false;
   }
   n->set_args(std::move(a));
-  Py_CLEAR(p->kwargs_cache);
   if (canonical) {
     Py_INCREF(v);
     Py_XSETREF(p->args_cache, v);
-    p->args_version = n->args_version();
+    p->b.dirty &= ~NodeBinding::kArgs;
   }
   return 0;
   FXCPP_CATCH(-1)
@@ -268,7 +265,7 @@ PyObject* get_users(PyObject* self, void*) {
   PyNode* p = as_pynode(self);
   Node* n = p->node;
   if (!n) return live_node(self), nullptr;
-  if (p->users_cache && p->users_version == n->users_version()) {
+  if (p->users_cache && !(p->b.dirty & NodeBinding::kUsers)) {
     Py_INCREF(p->users_cache);
     return p->users_cache;
   }
@@ -285,7 +282,7 @@ PyObject* get_users(PyObject* self, void*) {
     }
   }
   Py_XSETREF(p->users_cache, d);
-  p->users_version = n->users_version();
+  p->b.dirty &= ~NodeBinding::kUsers;
   Py_INCREF(d);
   return d;
   FXCPP_CATCH(nullptr)
@@ -370,7 +367,7 @@ int set_type(PyObject* self, PyObject* v, void*) {
   Node* n = live_node(self);
   if (!n) return -1;
   n->set_type(!v || v == Py_None ? Object() : borrow_obj(v));
-  n->touch_attrs();
+  n->mark_dirty(NodeBinding::kAttrs);
   return 0;
 }
 

@@ -320,7 +320,7 @@ KwArgs dict_to_kwargs(PyObject* dict) {
 }
 
 namespace {
-PyObject* seq_to_tuple(const std::vector<Argument>& items) {
+PyObject* seq_to_tuple(ArgSpan items) {
   PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(items.size()));
   if (!t) throw PythonError();
   for (size_t i = 0; i < items.size(); ++i) {
@@ -430,7 +430,7 @@ PyObject* from_arg(const Argument& a) {
   Py_RETURN_NONE;
 }
 
-PyObject* args_to_tuple(const std::vector<Argument>& args) { return seq_to_tuple(args); }
+PyObject* args_to_tuple(ArgSpan args) { return seq_to_tuple(args); }
 
 PyObject* kwargs_to_dict(const KwArgs& kwargs) {
   PyObject* d = make_immutable_dict();

@@ -133,7 +133,7 @@ RunFrame* g_run_top = nullptr;
 [[noreturn]] void missing_value(Node* owner, Node* n) {
   PyErr_Format(PyExc_RuntimeError,
                "Node %s referenced nonexistent value %s! Run Graph.lint() to diagnose such issues",
-               owner->name().c_str(), n->name().c_str());
+               owner->name_c_str(), n->name_c_str());
   throw PythonError();
 }
 
@@ -242,13 +242,13 @@ void load_stack(Node* n, PyObject* env, ArgStack& st, size_t skip = 0) {
 // Default method bodies.
 
 PyObject* str_target(Node* n) {
-  const std::string& s = n->target().str;
+  const std::string& s = n->target().str();
   return check(PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size())));
 }
 
 PyObject* target_object(Node* n) {
   if (n->target().is_object()) {
-    PyObject* o = obj_ptr(n->target().fn);
+    PyObject* o = obj_ptr(n->target().fn());
     Py_INCREF(o);
     return o;
   }
@@ -278,13 +278,13 @@ PyObject* fetch_attr_default(PyObject* self, const std::string& target) {
 }
 
 PyObject* fetch_attr(PyObject* self, const Dispatch& d, Node* n) {
-  if (d.fast[kFetchAttr]) return fetch_attr_default(self, n->target().str);
+  if (d.fast[kFetchAttr]) return fetch_attr_default(self, n->target().str());
   Ref t(str_target(n));
   return check(PyObject_CallMethodOneArg(self, g_method_names[kFetchAttr], t.get()));
 }
 
 PyObject* placeholder_default(PyObject* self, Node* n, PyObject* args) {
-  const std::string& target = n->target().str;
+  const std::string& target = n->target().str();
   Ref it(check(PyObject_GetAttr(self, s_args_iter)));
   if (!target.empty() && target[0] == '*') return check(PySequence_List(it.get()));
   if (!PyIter_Check(it.get())) {
@@ -338,7 +338,7 @@ PyObject* dispatch_op(PyObject* self, const Dispatch& d, Node* n, PyObject* args
   switch (m) {
     case kPlaceholder: return placeholder_default(self, n, args);
     case kGetAttr: return fetch_attr(self, d, n);
-    case kCallFunction: return call_with(obj_ptr(n->target().fn), args, kwargs);
+    case kCallFunction: return call_with(obj_ptr(n->target().fn()), args, kwargs);
     case kCallMethod: {
       Py_ssize_t na = PyTuple_GET_SIZE(args);
       if (na < 1) {
@@ -422,7 +422,7 @@ PyObject* run_node_impl(PyObject* self, const Dispatch& d, PyObject* env, Node* 
     if (op == Op::CallFunction && d.fast[kCallFunction]) {
       ArgStack st;
       load_stack(n, env, st);
-      return check(PyObject_Vectorcall(obj_ptr(n->target().fn), st.args(), st.nargs | PY_VECTORCALL_ARGUMENTS_OFFSET,
+      return check(PyObject_Vectorcall(obj_ptr(n->target().fn()), st.args(), st.nargs | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                        st.kwnames.get()));
     }
     if (op == Op::CallMethod && d.fast[kCallMethod] && !n->args().empty()) {
@@ -770,7 +770,7 @@ PyObject* subgraph_match(PyObject*, PyObject* args) {
 
 /// Copies node.meta of `src` (if any) onto `dst`, as torch.fx's node_copy does.
 void copy_node_meta(const Node& src, Node& dst) {
-  auto* sw = static_cast<PyNode*>(src.binding());
+  auto* sw = pynode_of(src.binding());
   if (!sw || !sw->meta) return;
   if (PyDict_Check(sw->meta) && PyDict_GET_SIZE(sw->meta) == 0) return;
   Ref m(check(PyDict_CheckExact(sw->meta) ? PyDict_Copy(sw->meta) : PyObject_CallOneArg(helper("_copy"), sw->meta)));

@@ -19,6 +19,7 @@
 #include <functional>
 #include <iosfwd>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fxcpp/core/graph.h"
@@ -46,9 +47,9 @@ void write_dot(std::ostream& os, const Graph& g, const DotOptions& opts = {});
 
 /// Quotes `s` as a DOT string ID: `"..."` with `"` and `\` escaped and
 /// control characters replaced by spaces.
-std::string dot_quote(const std::string& s);
+std::string dot_quote(std::string_view s);
 /// Escapes text for one field of a `record` label (`{ } | < > "` and `\`
 /// get a backslash; newlines and other control characters become spaces).
-std::string dot_record_escape(const std::string& s);
+std::string dot_record_escape(std::string_view s);
 
 }  // namespace fxcpp

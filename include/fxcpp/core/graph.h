@@ -157,10 +157,18 @@ class Graph {
   std::vector<Node*> find_nodes(Op op, const Target* target = nullptr) const;
   Namespace& names() { return names_; }
   /// Storage for a node name that did not come from the namespace (renames).
-  const std::string* intern_name(const std::string& n);
+  NameRef intern_name(std::string_view n);
   /// True when every node name came from the namespace (no set_name since
   /// construction), which makes names unique by construction.
-  bool names_from_namespace() const { return renames_ <= 1; }
+  bool names_from_namespace() const { return renames_ == 0; }
+  /// Upper bound (exclusive) of Node::index() over this graph's nodes: size
+  /// side tables indexed by node index with it. O(1).
+  size_t node_capacity() const { return slabs_.size() * detail::kNodesPerSlab; }
+  /// The node in slot `index`, which must hold a live node or tombstone. O(1).
+  Node* node_at(uint32_t index) const {
+    unsigned char* slab = slabs_[index / detail::kNodesPerSlab].get();
+    return reinterpret_cast<Node*>(slab + detail::kSlabHeaderBytes + (index % detail::kNodesPerSlab) * sizeof(Node));
+  }
 
   // ---- printing -------------------------------------------------------------------------
   /// torch.fx str(graph).
@@ -186,7 +194,7 @@ class Graph {
     bool operator==(const BucketKey& o) const { return op == o.op && key == o.key; }
   };
   struct BucketKeyHash { size_t operator()(const BucketKey& k) const; };
-  struct Bucket { Node* head = nullptr; Node* tail = nullptr; size_t count = 0; };
+  struct Bucket { uint32_t head = 0; uint32_t tail = 0; size_t count = 0; };  // index+1, 0 = none
   static BucketKey key_of(Op op, const Target& t);
 
   void link_before(Node* pos, Node* n);  // raw list insert
@@ -206,17 +214,15 @@ class Graph {
   Node* insert_anchor_;
   bool insert_after_ = false;
   Namespace names_;
-  std::unordered_set<std::string> extra_names_;  // texts of renamed nodes
-  size_t renames_ = 0;  // intern_name calls (the root's "" is the first)
+  size_t renames_ = 0;  // intern_name calls
   std::unordered_map<BucketKey, Bucket, BucketKeyHash> buckets_;
   GraphObserver* observer_ = nullptr;
   ImpureFn module_impure_;
   size_t iterators_ = 0;             // live NodeRange iterators
   // Note [Node slabs]
-  struct alignas(Node) Slot { unsigned char bytes[sizeof(Node)]; };
-  static constexpr size_t kSlabNodes = 256;
-  std::vector<std::unique_ptr<Slot[]>> slabs_;
-  size_t slab_used_ = kSlabNodes;
+  struct SlabDeleter { void operator()(unsigned char* p) const; };
+  std::vector<std::unique_ptr<unsigned char, SlabDeleter>> slabs_;
+  size_t slab_used_ = detail::kNodesPerSlab;
   void* free_list_ = nullptr;
   std::vector<Node*> graveyard_;     // nodes erased while iterators_ > 0
 };

@@ -44,6 +44,12 @@ class InternedString {
   friend std::string operator+(const InternedString& a, const char* b) { return a.get() + b; }
   /// Stable identity of the content (for hashing).
   const void* id() const { return p_; }
+  /// The string whose id() is `id` (which must come from id()). O(1).
+  static InternedString from_id(const void* id) {
+    InternedString s;
+    s.p_ = static_cast<const std::string*>(id);
+    return s;
+  }
 
  private:
   const std::string* p_;

@@ -10,7 +10,10 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
+#include <cstring>
+#include <ostream>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -43,29 +46,82 @@ bool is_identifier(std::string_view s);
 /// torch.fx _snake_case.
 std::string snake_case(std::string_view s);
 
-/// A set of strings with stable addresses: open addressing over 8-byte slots
-/// (32-bit hash tag, 32-bit index into a deque of strings). One probe per
-/// lookup in the common case and no per-entry node allocation.
+/// Name text owned by a Graph's name arena: NUL-terminated, address-stable,
+/// with its length stored in the 4 bytes before the text. 8 bytes.
+class NameRef {
+ public:
+  NameRef() : p_(empty_text()) {}
+  explicit NameRef(const char* p) : p_(p) {}
+  const char* c_str() const { return p_; }
+  size_t size() const {
+    uint32_t n;
+    std::memcpy(&n, p_ - sizeof(uint32_t), sizeof(uint32_t));
+    return n;
+  }
+  std::string_view view() const { return std::string_view(p_, size()); }
+  operator std::string_view() const { return view(); }  // NOLINT: implicit by design
+  std::string str() const { return std::string(view()); }
+  friend bool operator==(const NameRef& a, std::string_view b) { return a.view() == b; }
+  friend bool operator!=(const NameRef& a, std::string_view b) { return a.view() != b; }
+  friend std::ostream& operator<<(std::ostream& os, const NameRef& r) { return os << r.view(); }
+ private:
+  static const char* empty_text();
+  const char* p_;
+};
+
+/// Append-only storage for NameRef texts: length-prefixed, NUL-terminated
+/// entries packed into 64 KiB chunks (longer names get a chunk of their own).
+/// Each entry is addressed by a 32-bit handle (chunk << 16 | offset).
+class NameArena {
+ public:
+  NameArena() = default;
+  NameArena(const NameArena&) = delete;
+  NameArena& operator=(const NameArena&) = delete;
+  /// Copies `s` in. Amortized O(|s|).
+  uint32_t store(std::string_view s);
+  NameRef get(uint32_t handle) const {
+    return NameRef(chunks_[handle >> kOffsetBits].get() + (handle & kOffsetMask));
+  }
+  /// Bytes held (chunks), for accounting.
+  size_t bytes() const { return bytes_; }
+
+ private:
+  static constexpr uint32_t kOffsetBits = 16;
+  static constexpr uint32_t kOffsetMask = (1u << kOffsetBits) - 1;
+  static constexpr size_t kChunk = size_t(1) << kOffsetBits;
+  std::vector<std::unique_ptr<char[]>> chunks_;
+  size_t used_ = kChunk;  // in the last regular chunk
+  size_t last_regular_ = 0;
+  size_t bytes_ = 0;
+};
+
+/// A set of names: open addressing over 8-byte slots (32-bit hash tag, 32-bit
+/// arena handle), texts in a NameArena. One probe per lookup in the common
+/// case, no per-entry allocation, about 22 bytes per short name.
 class NameSet {
  public:
-  /// Inserts `s` if absent. Returns (stored string, inserted?).
-  std::pair<const std::string*, bool> insert(std::string_view s);
-  /// The stored copy of `s`, or null.
-  const std::string* find(std::string_view s) const;
-  bool contains(std::string_view s) const { return find(s) != nullptr; }
+  /// Inserts `s` if absent. Returns (stored text, inserted?).
+  std::pair<NameRef, bool> insert(std::string_view s);
+  /// The stored copy of `s`, or nullopt.
+  std::optional<NameRef> find(std::string_view s) const;
+  bool contains(std::string_view s) const { return find(s).has_value(); }
   /// Pre-sizes for `n` more entries.
   void reserve(size_t n);
-  size_t size() const { return strings_.size(); }
+  size_t size() const { return size_; }
+  /// Stores a text that is not a member of the set (renamed nodes).
+  NameRef store_unindexed(std::string_view s) { return arena_.get(arena_.store(s)); }
 
  private:
   struct Slot {
-    uint32_t tag = 0;    // 0: empty; else (hash >> 32) | 1
-    uint32_t index = 0;  // into strings_
+    uint32_t tag = 0;     // 0: empty; else (hash >> 32) | 1
+    uint32_t handle = 0;  // into arena_
   };
   static uint64_t hash(std::string_view s);
   void grow(size_t min_slots);
-  std::deque<std::string> strings_;
+  size_t slots_for(size_t n) const;
+  NameArena arena_;
   std::vector<Slot> slots_;
+  size_t size_ = 0;
 };
 
 class Namespace {
@@ -73,29 +129,30 @@ class Namespace {
   /// torch.fx create_name(candidate, obj). `key` identifies the object the name
   /// is associated with (nullptr: none); `obj` is used for builtin shadowing
   /// checks (may be null). Returns the name, stored in (and owned by) this
-  /// namespace: the reference stays valid for the namespace's lifetime.
+  /// namespace: it stays valid for the namespace's lifetime.
   /// Amortized O(|candidate|).
-  const std::string& create_name(std::string_view candidate, const void* key, const Object* obj = nullptr);
-  /// The stored copy of `name` if it is in use, else null.
-  const std::string* find(const std::string& name) const { return used_.find(name); }
+  NameRef create_name(std::string_view candidate, const void* key, const Object* obj = nullptr);
+  /// The stored copy of `name` if it is in use.
+  std::optional<NameRef> find(std::string_view name) const { return used_.find(name); }
   /// Associates an already-created name with `key`.
-  void associate(const std::string& name, const void* key) { obj_to_name_[key] = name; }
-  bool is_used(const std::string& name) const { return used_.contains(name); }
+  void associate(std::string_view name, const void* key) { obj_to_name_[key] = used_.insert(name).first; }
+  bool is_used(std::string_view name) const { return used_.contains(name); }
   /// Pre-sizes the tables for `n` more names (avoids rehashing). O(n).
-  void reserve(size_t n) {
-    used_.reserve(used_.size() + n);
-  }
+  void reserve(size_t n) { used_.reserve(n); }
   /// Marks a name as taken without an object.
-  void reserve_name(const std::string& name) { used_.insert(name); }
-  const std::string* name_of(const void* key) const {
+  void reserve_name(std::string_view name) { used_.insert(name); }
+  std::optional<NameRef> name_of(const void* key) const {
     auto it = obj_to_name_.find(key);
-    return it == obj_to_name_.end() ? nullptr : &it->second;
+    if (it == obj_to_name_.end()) return std::nullopt;
+    return it->second;
   }
+  /// Stores a text outside the set (a rename that bypasses the namespace).
+  NameRef store_unindexed(std::string_view s) { return used_.store_unindexed(s); }
 
  private:
   bool is_illegal(const std::string& name, const Object* obj) const;
   NameSet used_;
-  std::unordered_map<const void*, std::string> obj_to_name_;
+  std::unordered_map<const void*, NameRef> obj_to_name_;
   std::unordered_map<std::string, uint64_t> hint_;
 };
 

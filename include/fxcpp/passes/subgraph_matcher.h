@@ -70,7 +70,7 @@ struct InternalMatch {
 /// leaves a placeholder or returned pattern node unbound (e.g. an anchor with
 /// no candidate in the graph).
 struct UnmatchedPatternNode : std::runtime_error {
-  explicit UnmatchedPatternNode(const Node* n) : std::runtime_error(n->name()), node(n) {}
+  explicit UnmatchedPatternNode(const Node* n) : std::runtime_error(std::string(n->name())), node(n) {}
   const Node* node;
 };
 

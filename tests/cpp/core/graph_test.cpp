@@ -12,12 +12,12 @@ using namespace fxcpp::testing;
 namespace {
 std::vector<std::string> names(const Graph& g) {
   std::vector<std::string> out;
-  for (Node* n : g.nodes()) out.push_back(n->name());
+  for (Node* n : g.nodes()) out.emplace_back(n->name());
   return out;
 }
 std::vector<std::string> user_names(const Node* n) {
   std::vector<std::string> out;
-  for (Node* u : n->users()) out.push_back(u->name());
+  for (Node* u : n->users()) out.emplace_back(u->name());
   return out;
 }
 }  // namespace
@@ -103,7 +103,7 @@ TEST(Graph, IterationSafeWhileErasingOthers) {
   g.output(N(x));
   std::vector<std::string> seen;
   for (Node* n : g.nodes()) {
-    seen.push_back(n->name());
+    seen.emplace_back(n->name());
     if (n == a) {
       g.erase_node(b);  // the successor
       g.erase_node(a);  // and the current node
@@ -121,7 +121,7 @@ TEST(Graph, IterationSafeWhileInserting) {
   g.output(N(a));
   std::vector<std::string> seen;
   for (Node* n : g.nodes()) {
-    seen.push_back(n->name());
+    seen.emplace_back(n->name());
     if (n == a) {
       InsertGuard at = g.inserting_after(n);
       g.call_function(F(kNeg), {N(n)});
@@ -338,7 +338,7 @@ struct RecordingObserver : GraphObserver {
 
 TEST(Tombstones, BoundNodesStayIterable) {
   RecordingObserver obs;
-  int dummy = 0;
+  NodeBinding dummy;
   {
     Graph g;
     g.set_observer(&obs);
@@ -364,7 +364,7 @@ TEST(Tombstones, BoundNodesStayIterable) {
 
 TEST(Tombstones, ReleasedTombstoneIsFreed) {
   RecordingObserver obs;
-  int dummy = 0;
+  NodeBinding dummy;
   Graph g;
   g.set_observer(&obs);
   Node* x = g.placeholder("x");
@@ -391,7 +391,7 @@ TEST(CrossGraph, DestroyingAGraphCutsForeignEdges) {
 
 TEST(Tombstones, ReleasedDuringIterationIsDeferred) {
   RecordingObserver obs;
-  int dummy = 0;
+  NodeBinding dummy;
   Graph g;
   g.set_observer(&obs);
   Node* x = g.placeholder("x");

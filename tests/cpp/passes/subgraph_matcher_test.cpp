@@ -22,7 +22,7 @@ std::unique_ptr<Graph> relu_add_pattern() {
 std::vector<std::string> map_names(const InternalMatch& m) {
   std::vector<std::string> out;
   for (auto& kv : m.nodes_map)
-    out.push_back(kv.first->name() + "=" + (kv.second.is_node() ? kv.second.as_node()->name() : "lit"));
+    out.push_back(std::string(kv.first->name()) + "=" + (kv.second.is_node() ? std::string(kv.second.as_node()->name()) : std::string("lit")));
   return out;
 }
 
