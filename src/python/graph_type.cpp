@@ -203,22 +203,17 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
     Py_XDECREF(r);
     return nullptr;
   }
-  bool canonical = args && args != Py_None && PyTuple_CheckExact(args);
+  // The Python args tuple is not kept: node.args is rebuilt from the core on
+  // first read and cached from then on (Note [Binding dirty bits]), so a
+  // freshly built graph holds no per-node tuples.
   std::vector<Argument> av;
-  if (args && args != Py_None) av = tuple_to_args(args, &canonical);
+  if (args && args != Py_None) av = tuple_to_args(args, nullptr);
   KwArgs kv;
   if (kwargs && kwargs != Py_None) kv = dict_to_kwargs(kwargs);
   Target t = str_target ? Target(std::string(PyUnicode_AsUTF8(target))) : Target(borrow_obj(target));
   Object ty = (type_expr && type_expr != Py_None) ? borrow_obj(type_expr) : Object();
   Node* n = g->create_node(*op, std::move(t), std::move(av), std::move(kv), nm, std::move(ty));
-  PyObject* w = wrap_node(n);
-  if (canonical) {
-    PyNode* p = reinterpret_cast<PyNode*>(w);
-    Py_INCREF(args);
-    Py_XSETREF(p->args_cache, args);
-    p->b.dirty &= ~NodeBinding::kArgs;
-  }
-  return w;
+  return wrap_node(n);
   FXCPP_CATCH(nullptr)
 }
 

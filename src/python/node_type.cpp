@@ -43,6 +43,17 @@ Node* node_of(PyObject* o) {
   return n;
 }
 
+PyNodeAux& node_aux(PyNode* p) {
+  if (!p->aux) {
+    p->aux = static_cast<PyNodeAux*>(PyMem_Calloc(1, sizeof(PyNodeAux)));
+    if (!p->aux) {
+      PyErr_NoMemory();
+      throw PythonError();
+    }
+  }
+  return *p->aux;
+}
+
 PyObject* wrap_node(Node* n) {
   if (PyObject* w = wrapper_of(*n)) {
     Py_INCREF(w);
@@ -77,8 +88,10 @@ int node_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(p->dict);
   Py_VISIT(p->meta);
   Py_VISIT(p->args_cache);
-  Py_VISIT(p->kwargs_cache);
-  Py_VISIT(p->users_cache);
+  if (p->aux) {
+    Py_VISIT(p->aux->kwargs_cache);
+    Py_VISIT(p->aux->users_cache);
+  }
   return 0;
 }
 
@@ -87,9 +100,13 @@ int node_clear(PyObject* self) {
   Py_CLEAR(p->dict);
   Py_CLEAR(p->meta);
   Py_CLEAR(p->args_cache);
-  Py_CLEAR(p->kwargs_cache);
-  Py_CLEAR(p->users_cache);
-  Py_CLEAR(p->name_cache);
+  if (PyNodeAux* aux = p->aux) {
+    p->aux = nullptr;
+    Py_CLEAR(aux->kwargs_cache);
+    Py_CLEAR(aux->users_cache);
+    Py_CLEAR(aux->name_cache);
+    PyMem_Free(aux);
+  }
   // The graph reference is dropped last: the core node may need the graph.
   if (p->node && p->node->erased()) {
     Node* n = p->node;
@@ -135,13 +152,22 @@ PyObject* get_name(PyObject* self, void*) {
   PyNode* p = as_pynode(self);
   Node* n = p->node;
   if (!n) return live_node(self), nullptr;
-  if (p->name_cache && !(p->b.dirty & NodeBinding::kAttrs)) {
-    Py_INCREF(p->name_cache);
-    return p->name_cache;
+  if (p->aux && p->aux->name_cache && !(p->b.dirty & NodeBinding::kAttrs)) {
+    Py_INCREF(p->aux->name_cache);
+    return p->aux->name_cache;
   }
   PyObject* s = PyUnicode_FromStringAndSize(n->name().data(), static_cast<Py_ssize_t>(n->name().size()));
   if (!s) return nullptr;
-  Py_XSETREF(p->name_cache, s);
+  PyNodeAux* aux = p->aux;
+  if (!aux) {
+    aux = static_cast<PyNodeAux*>(PyMem_Calloc(1, sizeof(PyNodeAux)));
+    if (!aux) {
+      Py_DECREF(s);
+      return PyErr_NoMemory();
+    }
+    p->aux = aux;
+  }
+  Py_XSETREF(aux->name_cache, s);
   p->b.dirty &= ~NodeBinding::kAttrs;
   Py_INCREF(s);
   return s;
@@ -204,13 +230,13 @@ PyObject* get_kwargs(PyObject* self, void*) {
   PyNode* p = as_pynode(self);
   Node* n = p->node;
   if (!n) return live_node(self), nullptr;
-  if (p->kwargs_cache && !(p->b.dirty & NodeBinding::kKwargs)) {
-    Py_INCREF(p->kwargs_cache);
-    return p->kwargs_cache;
+  if (p->aux && p->aux->kwargs_cache && !(p->b.dirty & NodeBinding::kKwargs)) {
+    Py_INCREF(p->aux->kwargs_cache);
+    return p->aux->kwargs_cache;
   }
   FXCPP_TRY
   PyObject* d = kwargs_to_dict(n->kwargs());
-  Py_XSETREF(p->kwargs_cache, d);
+  Py_XSETREF(node_aux(p).kwargs_cache, d);
   p->b.dirty &= ~NodeBinding::kKwargs;
   Py_INCREF(d);
   return d;
@@ -265,9 +291,9 @@ PyObject* get_users(PyObject* self, void*) {
   PyNode* p = as_pynode(self);
   Node* n = p->node;
   if (!n) return live_node(self), nullptr;
-  if (p->users_cache && !(p->b.dirty & NodeBinding::kUsers)) {
-    Py_INCREF(p->users_cache);
-    return p->users_cache;
+  if (p->aux && p->aux->users_cache && !(p->b.dirty & NodeBinding::kUsers)) {
+    Py_INCREF(p->aux->users_cache);
+    return p->aux->users_cache;
   }
   FXCPP_TRY
   PyObject* d = PyDict_New();
@@ -281,7 +307,7 @@ PyObject* get_users(PyObject* self, void*) {
       return nullptr;
     }
   }
-  Py_XSETREF(p->users_cache, d);
+  Py_XSETREF(node_aux(p).users_cache, d);
   p->b.dirty &= ~NodeBinding::kUsers;
   Py_INCREF(d);
   return d;
