@@ -56,6 +56,10 @@ class Generator {
   Generator(const Graph& g, const PythonCodeOptions& o) : g_(g), o_(o) {}
 
   PythonCode run() {
+    // Body lines are kept one by one only for a body_transformer hook;
+    // otherwise they go straight into one buffer.
+    keep_lines_ = static_cast<bool>(o_.hooks.body_transformer);
+    if (!keep_lines_) body_text_.reserve(g_.size() * 40 + 64);
     ns_.reserve(g_.size() + 16);
     // Pre-fill the globals table with the registered custom builtins.
     for (auto& kv : name_rules().custom_builtins) {
@@ -68,7 +72,7 @@ class Generator {
       emit_node(*n);
       delete_unused_values(*n);
     }
-    if (body_.empty()) body_.push_back("pass\n");
+    if (body_.empty() && body_text_.empty()) emit("pass\n");
 
     std::string wrap_stmts;
     if (!wrapped_.empty()) {
@@ -79,6 +83,7 @@ class Generator {
       }
     }
     if (o_.hooks.body_transformer) body_ = o_.hooks.body_transformer(std::move(body_));
+    if (!keep_lines_) body_.push_back(std::move(body_text_));  // one piece: the whole body
     if (o_.hooks.additional_globals)
       for (auto& kv : o_.hooks.additional_globals()) add_global(kv.first, kv.second);
 
@@ -95,28 +100,31 @@ class Generator {
       prologue += ")" + maybe_return_annotation_ + ":";
     }
 
-    std::string code;
+    // src = "\n" + wrap + "\n\n" + prologue + "\n" + body, where body is
+    // '\n'.join('    ' + line for line in ''.join(body_).split('\n')),
+    // written straight into one exactly-sized buffer (no intermediate copies:
+    // for large graphs each copy is tens of megabytes of fresh pages).
     size_t total = 0;
-    for (auto& b : body_) total += b.size();
-    code.reserve(total);
-    for (auto& b : body_) code += b;
-    // '\n'.join('    ' + line for line in code.split('\n'))
-    std::string indented;
-    indented.reserve(code.size() + code.size() / 8 + 8);
-    indented += "    ";
-    for (char c : code) {
-      indented.push_back(c);
-      if (c == '\n') indented += "    ";
+    size_t newlines = 0;
+    for (auto& b : body_) {
+      total += b.size();
+      for (char c : b) newlines += c == '\n';
     }
-
     PythonCode pc;
-    pc.src.reserve(indented.size() + prologue.size() + wrap_stmts.size() + 8);
+    pc.src.reserve(8 + wrap_stmts.size() + prologue.size() + total + 4 * (newlines + 1));
     pc.src += "\n";
     pc.src += wrap_stmts;
     pc.src += "\n\n";
     pc.src += prologue;
-    pc.src += "\n";
-    pc.src += indented;
+    pc.src += "\n    ";
+    for (auto& b : body_) {
+      size_t from = 0;
+      for (size_t nl; (nl = b.find('\n', from)) != std::string::npos; from = nl + 1) {
+        pc.src.append(b, from, nl + 1 - from);
+        pc.src += "    ";
+      }
+      pc.src.append(b, from, std::string::npos);
+    }
     pc.globals = std::move(globals_);
     return pc;
   }
@@ -209,12 +217,12 @@ class Generator {
   void delete_unused_values(const Node& user) {
     if (user.op() == Op::Placeholder) return;
     if (user.op() == Op::Output) {
-      body_.push_back("\n");
+      emit("\n");
       return;
     }
     uint32_t ui = user.index();
     if (del_begin_[ui] == del_end_[ui]) {
-      body_.push_back("\n");
+      emit("\n");
       return;
     }
     std::string s = ";  ";
@@ -224,7 +232,7 @@ class Generator {
       s += " = ";
     }
     s += "None\n";
-    body_.push_back(std::move(s));
+    emit(std::move(s));
   }
 
   void append_stacktrace_summary(const Node& n) {
@@ -270,11 +278,11 @@ class Generator {
         }
         std::string s;
         for (size_t i = 0; i < summary.size(); ++i) s += (i ? ", " : "") + summary[i];
-        body_.push_back("\n# " + s + "\n");
+        emit("\n# " + s + "\n");
       }
     } else if (!prev_stacktrace_ || !prev_stacktrace_->empty()) {
       prev_stacktrace_ = std::string();
-      body_.push_back("\n# No stacktrace found for following nodes \n");
+      emit("\n# No stacktrace found for following nodes \n");
     }
   }
 
@@ -289,7 +297,7 @@ class Generator {
         for (char c : node.target().str())
           if (c != '*') raw.push_back(c);
         std::string r(node_repr(&node));
-        if (raw != r) body_.push_back(r + " = " + raw + "\n");
+        if (raw != r) emit(r + " = " + raw + "\n");
         return;
       }
       case Op::CallMethod: {
@@ -297,7 +305,7 @@ class Generator {
         std::string self = args.empty() ? throw std::out_of_range("call_method node without arguments") : repr(args[0]);
         std::string line = r + ann + " = " + format_target(self, node.target().str());
         line += "(" + format_args(args, 1, node.kwargs()) + ")";
-        body_.push_back(std::move(line));
+        emit(std::move(line));
         return;
       }
       case Op::CallFunction: {
@@ -308,7 +316,7 @@ class Generator {
             std::string r(node_repr(&node));
             std::vector<std::string> vals;
             for (auto& a : args) vals.push_back(repr(a));
-            body_.push_back(r + ann + " = " + format_positional(fmt, vals));
+            emit(r + ann + " = " + format_positional(fmt, vals));
             return;
           }
           if (const char* fmt = find_fmt(kInplace, sizeof(kInplace) / sizeof(kInplace[0]), opname)) {
@@ -316,18 +324,18 @@ class Generator {
             for (auto& a : args) vals.push_back(repr(a));
             std::string stmt = format_positional(fmt, vals);
             std::string r(node_repr(&node));
-            body_.push_back(stmt + ";  " + r + ann + " = " + repr(args.empty() ? throw std::out_of_range("vector::_M_range_check") : args[0]));
+            emit(stmt + ";  " + r + ann + " = " + repr(args.empty() ? throw std::out_of_range("vector::_M_range_check") : args[0]));
             return;
           }
         }
         std::string gname = add_global(fn.qualified_name(), fn);
         if (gname == "getattr" && args.size() == 2 && args[1].is_string() && is_identifier(args[1].as_string())) {
           std::string r(node_repr(&node));
-          body_.push_back(r + ann + " = " + format_target(repr(args[0]), args[1].as_string()));
+          emit(r + ann + " = " + format_target(repr(args[0]), args[1].as_string()));
           return;
         }
         std::string r(node_repr(&node));
-        body_.push_back(r + ann + " = " + gname + "(" + format_args(args, 0, node.kwargs()) + ")");
+        emit(r + ann + " = " + gname + "(" + format_args(args, 0, node.kwargs()) + ")");
         if (o_.hooks.is_wrapped && o_.hooks.is_wrapped(node)) {
           bool seen = false;
           for (auto& w : wrapped_) seen = seen || w == gname;
@@ -337,22 +345,22 @@ class Generator {
       }
       case Op::CallModule: {
         std::string r(node_repr(&node));
-        body_.push_back(r + ann + " = " + format_target(o_.root_module, node.target().str()) + "(" +
+        emit(r + ann + " = " + format_target(o_.root_module, node.target().str()) + "(" +
                         format_args(args, 0, node.kwargs()) + ")");
         return;
       }
       case Op::GetAttr: {
         std::string r(node_repr(&node));
-        body_.push_back(r + ann + " = " + format_target(o_.root_module, node.target().str()));
+        emit(r + ann + " = " + format_target(o_.root_module, node.target().str()));
         return;
       }
       case Op::Output: {
         if (node.type()) maybe_return_annotation_ = " -> " + type_repr(node.type());
         Argument out = args.empty() ? Argument() : args[0];
         if (o_.hooks.generate_output) {
-          body_.push_back(o_.hooks.generate_output(out, [this](const Argument& a) { return repr(a); }));
+          emit(o_.hooks.generate_output(out, [this](const Argument& a) { return repr(a); }));
         } else {
-          body_.push_back("return " + repr(out));
+          emit("return " + repr(out));
         }
         return;
       }
@@ -366,7 +374,14 @@ class Generator {
   std::vector<std::pair<std::string, Object>> globals_;
   std::unordered_map<std::string, size_t> global_index_;
   std::vector<std::string> free_vars_;
-  std::vector<std::string> body_;
+  std::vector<std::string> body_;   // lines, when keep_lines_
+  std::string body_text_;           // the body, when !keep_lines_
+  bool keep_lines_ = false;
+  void emit(std::string&& piece) {
+    if (keep_lines_) body_.push_back(std::move(piece));
+    else body_text_ += piece;
+  }
+  void emit(const char* piece) { emit(std::string(piece)); }
   std::vector<std::string> wrapped_;
   std::vector<const Node*> dels_;       // values freed after each user, grouped by user
   std::vector<uint32_t> del_begin_;     // by user index: range in dels_

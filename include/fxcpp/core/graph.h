@@ -229,4 +229,9 @@ class Graph {
 
 std::ostream& operator<<(std::ostream& os, const Graph& g);
 
+/// Frees the process-wide cache of node slabs left by destroyed graphs (Note
+/// [Slab cache]; at most 256 MiB is kept). Returns the bytes released.
+/// Thread-safe.
+size_t release_slab_cache();
+
 }  // namespace fxcpp
