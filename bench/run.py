@@ -224,6 +224,8 @@ def parse_core_json(data):
         except ValueError:
             continue
         if "bytes/node" in b:
+            if len(parts) > 2 and parts[2] == "1":
+                case = "memory_two_inputs"  # add(prev, y) instead of add(prev, int)
             rows.append({"suite": "core_cpp", "case": case, "size": size, "unit": "B/node",
                          "fxcpp": float(b["bytes/node"]), "torchfx": None})
             continue
