@@ -128,6 +128,7 @@ const Object& Node::type() const {
 void Node::set_type(Object t) {
   if (!cold_ && !t) return;
   cold().type = std::move(t);
+  mark_dirty(NodeBinding::kAttrs);
 }
 
 void Node::set_target(Target t) {

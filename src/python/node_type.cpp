@@ -156,21 +156,15 @@ PyObject* get_name(PyObject* self, void*) {
     Py_INCREF(p->aux->name_cache);
     return p->aux->name_cache;
   }
+  FXCPP_TRY
+  PyNodeAux& aux = node_aux(p);
   PyObject* s = PyUnicode_FromStringAndSize(n->name().data(), static_cast<Py_ssize_t>(n->name().size()));
   if (!s) return nullptr;
-  PyNodeAux* aux = p->aux;
-  if (!aux) {
-    aux = static_cast<PyNodeAux*>(PyMem_Calloc(1, sizeof(PyNodeAux)));
-    if (!aux) {
-      Py_DECREF(s);
-      return PyErr_NoMemory();
-    }
-    p->aux = aux;
-  }
-  Py_XSETREF(aux->name_cache, s);
+  Py_XSETREF(aux.name_cache, s);
   p->b.dirty &= ~NodeBinding::kAttrs;
   Py_INCREF(s);
   return s;
+  FXCPP_CATCH(nullptr)
 }
 
 int set_name(PyObject* self, PyObject* v, void*) {
@@ -180,8 +174,7 @@ int set_name(PyObject* self, PyObject* v, void*) {
     PyErr_SetString(PyExc_TypeError, "Node.name must be a str");
     return -1;
   }
-  n->set_name(PyUnicode_AsUTF8(v));
-  n->mark_dirty(NodeBinding::kAttrs);
+  n->set_name(PyUnicode_AsUTF8(v));  // marks the name cache dirty
   return 0;
 }
 
@@ -393,7 +386,6 @@ int set_type(PyObject* self, PyObject* v, void*) {
   Node* n = live_node(self);
   if (!n) return -1;
   n->set_type(!v || v == Py_None ? Object() : borrow_obj(v));
-  n->mark_dirty(NodeBinding::kAttrs);
   return 0;
 }
 

@@ -71,6 +71,7 @@ struct Use {
 /// Change bits a binding keeps so it can validate its caches (Note [Binding
 /// dirty bits]). The core only ever sets bits; the binding clears them.
 struct NodeBinding {
+  /// kAttrs: name, target or type changed.
   enum : uint32_t { kArgs = 1, kKwargs = 2, kUsers = 4, kAttrs = 8, kAll = 15 };
   uint32_t dirty = kAll;
 };
