@@ -29,7 +29,8 @@ SUITE_TITLES = OrderedDict([
 ])
 
 # The issue's targets. kind: "speedup" (torch.fx / fxcpp >= bound),
-# "ratio" (fxcpp / torch.fx <= bound) or "abs" (fxcpp us/node <= bound[case]).
+# "ratio" (fxcpp / torch.fx <= bound), "abs" (fxcpp us/node <= bound[case]),
+# "abs_bytes" (fxcpp B/node <= bound) or "growth" (fxcpp at 1e6 / at 1e4 <= bound).
 TARGETS = [
     ("Mutation / copy ops >= 5x faster per node at 1e4 / 1e5", "graph_api",
      ["graph_copy", "deepcopy", "rauw", "erase", "dce"], [10000, 100000], "speedup", 5.0),
@@ -49,6 +50,14 @@ TARGETS = [
      ["int_add_chain", "tiny_tensor_overhead"], None, "abs", {"int_add_chain": 0.7, "tiny_tensor_overhead": 1.5}),
     ("Transformer >= 10x faster at 1e3 / 1e4", "transformer", ["int_add_chain"], None, "speedup", 10.0),
     ("replace_pattern >= 50x faster at 1e5", "replace", ["wide_relu_add_n/10_matches"], [100000], "speedup", 50.0),
+    # Issue 2, the C++ core alone (steady state; see Note [Warm-up run] in bench/core_bench.cpp).
+    ("C++ core per node: build <= 0.4 us, lint <= 0.15 us, graph_copy / DCE / python_code <= 0.5 us", "core_cpp",
+     ["build", "lint", "graph_copy", "dce", "python_code"], None, "abs",
+     {"build": 0.4, "lint": 0.15, "graph_copy": 0.5, "dce": 0.5, "python_code": 0.5}),
+    ("C++ core per-node cost growth within 1.5x from 1e4 to 1e6", "core_cpp",
+     ["build", "lint", "graph_copy", "dce", "python_code", "rauw", "erase", "iterate"], None, "growth", 1.5),
+    ("C++ core memory for a plain binary-op node <= 200 bytes", "core_cpp", ["memory", "memory_two_inputs"], None,
+     "abs_bytes", 200.0),
 ]
 
 
@@ -82,6 +91,26 @@ def check_targets(rows):
     for desc, suite, cases, sizes, kind, bound in TARGETS:
         cells = [r for r in rows if r["suite"] == suite and r["case"] in cases
                  and (sizes is None or r["size"] in sizes)]
+        if kind == "growth":
+            per = {(r["case"], r["size"]): r["fxcpp"] for r in cells if r["fxcpp"]}
+            vals, ok, any_ = [], True, False
+            for c in cases:
+                a, b = per.get((c, 10000)), per.get((c, 1000000))
+                if a and b:
+                    any_ = True
+                    ok &= b / a <= bound
+                    vals.append(f"{c} {b / a:.2f}x")
+            out.append((desc, ("PASS" if ok else "FAIL") if any_ else "n/a", "; ".join(vals) or "not measured"))
+            continue
+        if kind == "abs_bytes":
+            measured = [r for r in cells if r["fxcpp"]]
+            if not measured:
+                out.append((desc, "n/a", "not measured"))
+                continue
+            ok = all(r["fxcpp"] <= bound for r in measured)
+            out.append((desc, "PASS" if ok else "FAIL",
+                        "; ".join(f"{r['case']}@{_size(r['size'])} {r['fxcpp']:.0f} B" for r in measured)))
+            continue
         if kind == "abs":
             measured = [r for r in cells if r["fxcpp"]]
             if not measured:

@@ -50,7 +50,7 @@ TIMEOUTS = {"quick": {"core_cpp": 25, "graph_api": 45, "trace": 40, "transform":
 # Google Benchmark name -> graph_api case of the same operation (for side-by-side rows).
 CPP_CASES = {"Build": "build", "GraphCopy": "graph_copy", "Dce": "dce", "ReplaceAllUsesWith": "rauw",
              "Erase": "erase", "Iterate": "iterate", "PythonCode": "python_code", "Lint": "lint",
-             "BytesPerNode": "memory"}
+             "BytesPerNode": "memory", "StreamFloor": "memory_floor"}
 
 
 # ------------------------------------------------------------------------------------
@@ -235,6 +235,9 @@ def parse_core_json(data):
         us = float(b["real_time"]) * _UNIT_TO_US.get(b.get("time_unit", "ns"), 1e-3)
         rows.append({"suite": "core_cpp", "case": case, "size": size, "unit": "us/node",
                      "fxcpp": us / nodes, "torchfx": None})
+        if "cold_ns_per_node" in b:  # the untimed warm-up run (Note [Warm-up run])
+            rows.append({"suite": "core_cpp", "case": case + "_cold", "size": size, "unit": "us/node",
+                         "fxcpp": float(b["cold_ns_per_node"]) / 1000.0, "torchfx": None})
     return rows
 
 

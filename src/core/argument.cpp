@@ -158,28 +158,6 @@ bool Argument::operator==(const Argument& o) const {
   return false;
 }
 
-void Argument::for_each_node(const std::function<void(Node*)>& fn) const {
-  switch (kind_) {
-    case ArgKind::NodeRef: fn(u_.n); return;
-    case ArgKind::Tuple:
-    case ArgKind::List:
-      if (!contains_nodes()) return;
-      for (auto& i : items()) i.for_each_node(fn);
-      return;
-    case ArgKind::Dict:
-      if (!contains_nodes()) return;
-      for (auto& kv : pairs()) kv.second.for_each_node(fn);
-      return;
-    case ArgKind::Slice:
-      if (!contains_nodes()) return;
-      slice_start().for_each_node(fn);
-      slice_stop().for_each_node(fn);
-      slice_step().for_each_node(fn);
-      return;
-    default: return;
-  }
-}
-
 Argument Argument::map_nodes(const std::function<Argument(Node*)>& fn) const {
   if (!contains_nodes()) return *this;
   switch (kind_) {

@@ -59,8 +59,11 @@ class Generator {
     // Body lines are kept one by one only for a body_transformer hook;
     // otherwise they go straight into one buffer.
     keep_lines_ = static_cast<bool>(o_.hooks.body_transformer);
-    if (!keep_lines_) body_text_.reserve(g_.size() * 40 + 64);
-    ns_.reserve(g_.size() + 16);
+    // Over-reserving is cheap: pages never written are never faulted in,
+    // while a regrow copies the whole body into fresh pages.
+    if (!keep_lines_) body_text_.reserve(g_.size() * 96 + 4096);
+    fast_names_ = g_.names_from_namespace();
+    if (!fast_names_) ns_.reserve(g_.size() + 16);
     // Pre-fill the globals table with the registered custom builtins.
     for (auto& kv : name_rules().custom_builtins) {
       if (kv.second) add_global(kv.first, kv.second);
@@ -83,7 +86,6 @@ class Generator {
       }
     }
     if (o_.hooks.body_transformer) body_ = o_.hooks.body_transformer(std::move(body_));
-    if (!keep_lines_) body_.push_back(std::move(body_text_));  // one piece: the whole body
     if (o_.hooks.additional_globals)
       for (auto& kv : o_.hooks.additional_globals()) add_global(kv.first, kv.second);
 
@@ -101,22 +103,26 @@ class Generator {
     }
 
     // src = "\n" + wrap + "\n\n" + prologue + "\n" + body, where body is
-    // '\n'.join('    ' + line for line in ''.join(body_).split('\n')),
-    // written straight into one exactly-sized buffer (no intermediate copies:
-    // for large graphs each copy is tens of megabytes of fresh pages).
+    // '\n'.join('    ' + line for line in ''.join(body_).split('\n')).
+    PythonCode pc;
+    std::string header = "\n" + wrap_stmts + "\n\n" + prologue + "\n    ";
+    if (!keep_lines_) {
+      // body_text_ is indented already: the header goes in front, in place
+      // (no second buffer: for large graphs that is tens of megabytes of
+      // fresh pages).
+      body_text_.insert(0, header);
+      pc.src = std::move(body_text_);
+      pc.globals = std::move(globals_);
+      return pc;
+    }
     size_t total = 0;
     size_t newlines = 0;
     for (auto& b : body_) {
       total += b.size();
       for (char c : b) newlines += c == '\n';
     }
-    PythonCode pc;
-    pc.src.reserve(8 + wrap_stmts.size() + prologue.size() + total + 4 * (newlines + 1));
-    pc.src += "\n";
-    pc.src += wrap_stmts;
-    pc.src += "\n\n";
-    pc.src += prologue;
-    pc.src += "\n    ";
+    pc.src.reserve(header.size() + total + 4 * (newlines + 1));
+    pc.src += header;
     for (auto& b : body_) {
       size_t from = 0;
       for (size_t nl; (nl = b.find('\n', from)) != std::string::npos; from = nl + 1) {
@@ -132,17 +138,60 @@ class Generator {
   /// Codegen name of a node of this graph: created at first mention (torch.fx
   /// order), then cached by the node's index.
   std::string_view node_repr(const Node* n) {
-    if (n->graph() != &g_) return ns_.create_name(n->name(), n, nullptr);  // lint-invalid graphs
+    if (n->graph() != &g_) {  // lint-invalid graphs
+      leave_fast_names();
+      return ns_.create_name(n->name(), n, nullptr);
+    }
     const char*& slot = names_[n->index()];
-    if (!slot) slot = ns_.create_name(n->name(), nullptr, nullptr).c_str();
+    if (!slot) {
+      if (fast_names_ && ns_.keeps(n->name())) {
+        slot = n->name_c_str();
+      } else {
+        leave_fast_names();
+        slot = ns_.create_name(n->name(), nullptr, nullptr).c_str();
+      }
+    }
     return NameRef(slot).view();
   }
 
  private:
+  // Note [Codegen naming fast path]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // torch.fx names every node again in a fresh namespace while generating
+  // code, so a node keeps its name unless a global (or a keyword or builtin)
+  // took it first. When all node names came from the graph's namespace they
+  // are unique, clean and legal already, so the re-naming is the identity
+  // unless a name clashes with something in ns_ -- which then holds only the
+  // globals and reserved names. While fast_names_ holds, a node whose name
+  // ns_ keeps() is recorded without being inserted (no hash-table traffic per
+  // node), and a global's name is vetoed if the graph's namespace has it (it
+  // might be a recorded node's). On any doubt, leave_fast_names() inserts the
+  // recorded node names into ns_, which is then exactly the namespace the
+  // plain algorithm would have built, and naming continues the plain way.
+  void leave_fast_names() {
+    if (!fast_names_) return;
+    fast_names_ = false;
+    ns_.reserve(g_.size() + 16);
+    for (Node* m : g_.nodes()) {
+      const char* slot = names_[m->index()];
+      if (slot) ns_.reserve_name(NameRef(slot).view());
+    }
+  }
+
   std::string add_global(const std::string& hint, const Object& obj) {
     std::string ref = obj.iface()->qualified_reference(obj.get());
     if (!ref.empty()) return ref;
-    std::string name = ns_.create_name(hint, obj.get(), &obj).str();
+    NameRef created;
+    if (fast_names_) {
+      const Namespace& graph_names = g_.names();
+      std::function<bool(std::string_view)> veto = [&graph_names](std::string_view c) {
+        return graph_names.is_used(c);
+      };
+      created = ns_.create_name(hint, obj.get(), &obj, &veto);
+      if (created.size() == 0) leave_fast_names();
+    }
+    if (created.size() == 0) created = ns_.create_name(hint, obj.get(), &obj);
+    std::string name = created.str();
     if (global_index_.count(name)) return name;
     global_index_[name] = globals_.size();
     globals_.emplace_back(name, obj);
@@ -154,32 +203,61 @@ class Generator {
   }
 
   std::string repr(const Argument& a) {
-    return repr_argument(a, [this](const Node* n) { return std::string(node_repr(n)); });
+    std::string out;
+    repr_argument_into(out, a, node_name_fn_);
+    return out;
   }
+  void repr_to(std::string& out, const Argument& a) { repr_argument_into(out, a, node_name_fn_); }
 
-  std::string get_repr(const Argument& a) {
-    // Top-level NamedTuples are rebuilt through their (global) class.
+  // torch.fx _get_repr: top-level NamedTuples are rebuilt through their
+  // (global) class.
+  void get_repr_to(std::string& out, const Argument& a) {
     if (a.kind() == ArgKind::Tuple && a.tuple_type()) {
       const Object& t = a.tuple_type();
       std::string gname = add_global(t.qualified_name(), t);
-      return gname + repr(Argument::tuple(a.items()));
+      out += gname;
+      repr_to(out, Argument::tuple(a.items()));
+      return;
     }
-    return repr(a);
+    repr_to(out, a);
   }
 
-  std::string format_args(ArgSpan args, size_t from, const KwArgs& kwargs) {
-    std::string args_s;
+  // torch.fx _format_args: ', '.join of the args' reprs and "k = v" pairs;
+  // an args text that came out empty gets no separator.
+  void format_args_to(std::string& out, ArgSpan args, size_t from, const KwArgs& kwargs) {
+    size_t start = out.size();
     for (size_t i = from; i < args.size(); ++i) {
-      if (i > from) args_s += ", ";
-      args_s += get_repr(args[i]);
+      if (i > from) out += ", ";
+      get_repr_to(out, args[i]);
     }
-    std::string kwargs_s;
+    bool have_args = out.size() > start;
     for (size_t i = 0; i < kwargs.size(); ++i) {
-      if (i) kwargs_s += ", ";
-      kwargs_s += kwargs[i].first + " = " + get_repr(kwargs[i].second);
+      if (i || have_args) out += ", ";
+      out += kwargs[i].first;
+      out += " = ";
+      get_repr_to(out, kwargs[i].second);
     }
-    if (!args_s.empty() && !kwargs_s.empty()) return args_s + ", " + kwargs_s;
-    return args_s.empty() ? kwargs_s : args_s;
+  }
+
+  // format_target(base, target) appended to out; dotted identifier paths
+  // (the common case) are written in place.
+  void format_target_to(std::string& out, std::string_view base, const std::string& target) {
+    bool plain = true;
+    size_t start = 0;
+    while (plain) {
+      size_t dot = target.find('.', start);
+      std::string_view e = std::string_view(target).substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      plain = is_identifier(e);
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    if (!plain) {
+      out += format_target(std::string(base), target);
+      return;
+    }
+    out += base;
+    out += '.';
+    out += target;
   }
 
   void compute_last_uses() {
@@ -216,23 +294,18 @@ class Generator {
 
   void delete_unused_values(const Node& user) {
     if (user.op() == Op::Placeholder) return;
-    if (user.op() == Op::Output) {
-      emit("\n");
-      return;
-    }
+    std::string& out = piece();
     uint32_t ui = user.index();
-    if (del_begin_[ui] == del_end_[ui]) {
-      emit("\n");
-      return;
+    if (user.op() != Op::Output) {
+      if (del_begin_[ui] != del_end_[ui]) out += ";  ";
+      for (uint32_t k = del_begin_[ui]; k < del_end_[ui]; ++k) {
+        out += node_repr(dels_[k]);
+        out += " = ";
+      }
+      if (del_begin_[ui] != del_end_[ui]) out += "None";
     }
-    std::string s = ";  ";
-    for (uint32_t k = del_begin_[ui]; k < del_end_[ui]; ++k) {
-      const Node* n = dels_[k];
-      s += node_repr(n);
-      s += " = ";
-    }
-    s += "None\n";
-    emit(std::move(s));
+    out += '\n';
+    end_piece();
   }
 
   void append_stacktrace_summary(const Node& n) {
@@ -301,41 +374,71 @@ class Generator {
         return;
       }
       case Op::CallMethod: {
-        std::string r(node_repr(&node));
-        std::string self = args.empty() ? throw std::out_of_range("call_method node without arguments") : repr(args[0]);
-        std::string line = r + ann + " = " + format_target(self, node.target().str());
-        line += "(" + format_args(args, 1, node.kwargs()) + ")";
-        emit(std::move(line));
+        std::string_view r = node_repr(&node);
+        if (args.empty()) throw std::out_of_range("call_method node without arguments");
+        std::string& out = piece();
+        out += r;
+        out += ann;
+        out += " = ";
+        scratch_.clear();
+        repr_to(scratch_, args[0]);
+        format_target_to(out, scratch_, node.target().str());
+        out += '(';
+        format_args_to(out, args, 1, node.kwargs());
+        out += ')';
+        end_piece();
         return;
       }
       case Op::CallFunction: {
-        const Object& fn = node.target().fn();
-        std::string opname = fn.iface()->operator_name(fn.get());
-        if (!opname.empty()) {
-          if (const char* fmt = find_fmt(kMagic, sizeof(kMagic) / sizeof(kMagic[0]), opname)) {
-            std::string r(node_repr(&node));
-            std::vector<std::string> vals;
-            for (auto& a : args) vals.push_back(repr(a));
-            emit(r + ann + " = " + format_positional(fmt, vals));
-            return;
+        FunctionInfo& fi = function_info(node.target().fn());
+        if (fi.magic && count_fields(fi.magic) == args.size()) {
+          // repr(node), then the args in order, straight into the body.
+          std::string& out = piece();
+          out += node_repr(&node);
+          out += ann;
+          out += " = ";
+          size_t k = 0;
+          for (const char* p = fi.magic; *p; ++p) {
+            if (p[0] == '{' && p[1] == '}') {
+              repr_to(out, args[k++]);
+              ++p;
+            } else {
+              out += *p;
+            }
           }
-          if (const char* fmt = find_fmt(kInplace, sizeof(kInplace) / sizeof(kInplace[0]), opname)) {
-            std::vector<std::string> vals;
-            for (auto& a : args) vals.push_back(repr(a));
-            std::string stmt = format_positional(fmt, vals);
-            std::string r(node_repr(&node));
-            emit(stmt + ";  " + r + ann + " = " + repr(args.empty() ? throw std::out_of_range("vector::_M_range_check") : args[0]));
-            return;
-          }
+          end_piece();
+          return;
         }
-        std::string gname = add_global(fn.qualified_name(), fn);
+        if (fi.magic) {  // argument count differs from the template: Python's str.format rules
+          std::string r(node_repr(&node));
+          std::vector<std::string> vals;
+          for (auto& a : args) vals.push_back(repr(a));
+          emit(r + ann + " = " + format_positional(fi.magic, vals));
+          return;
+        }
+        if (fi.inplace) {
+          std::vector<std::string> vals;
+          for (auto& a : args) vals.push_back(repr(a));
+          std::string stmt = format_positional(fi.inplace, vals);
+          std::string r(node_repr(&node));
+          emit(stmt + ";  " + r + ann + " = " + repr(args.empty() ? throw std::out_of_range("vector::_M_range_check") : args[0]));
+          return;
+        }
+        const std::string& gname = global_for(node.target().fn(), fi);
         if (gname == "getattr" && args.size() == 2 && args[1].is_string() && is_identifier(args[1].as_string())) {
           std::string r(node_repr(&node));
           emit(r + ann + " = " + format_target(repr(args[0]), args[1].as_string()));
           return;
         }
-        std::string r(node_repr(&node));
-        emit(r + ann + " = " + gname + "(" + format_args(args, 0, node.kwargs()) + ")");
+        std::string& out = piece();
+        out += node_repr(&node);
+        out += ann;
+        out += " = ";
+        out += gname;
+        out += '(';
+        format_args_to(out, args, 0, node.kwargs());
+        out += ')';
+        end_piece();
         if (o_.hooks.is_wrapped && o_.hooks.is_wrapped(node)) {
           bool seen = false;
           for (auto& w : wrapped_) seen = seen || w == gname;
@@ -344,14 +447,26 @@ class Generator {
         return;
       }
       case Op::CallModule: {
-        std::string r(node_repr(&node));
-        emit(r + ann + " = " + format_target(o_.root_module, node.target().str()) + "(" +
-                        format_args(args, 0, node.kwargs()) + ")");
+        std::string_view r = node_repr(&node);
+        std::string& out = piece();
+        out += r;
+        out += ann;
+        out += " = ";
+        format_target_to(out, o_.root_module, node.target().str());
+        out += '(';
+        format_args_to(out, args, 0, node.kwargs());
+        out += ')';
+        end_piece();
         return;
       }
       case Op::GetAttr: {
-        std::string r(node_repr(&node));
-        emit(r + ann + " = " + format_target(o_.root_module, node.target().str()));
+        std::string_view r = node_repr(&node);
+        std::string& out = piece();
+        out += r;
+        out += ann;
+        out += " = ";
+        format_target_to(out, o_.root_module, node.target().str());
+        end_piece();
         return;
       }
       case Op::Output: {
@@ -371,17 +486,96 @@ class Generator {
   const Graph& g_;
   const PythonCodeOptions& o_;
   Namespace ns_;
+  bool fast_names_ = false;  // Note [Codegen naming fast path]
   std::vector<std::pair<std::string, Object>> globals_;
   std::unordered_map<std::string, size_t> global_index_;
   std::vector<std::string> free_vars_;
   std::vector<std::string> body_;   // lines, when keep_lines_
   std::string body_text_;           // the body, when !keep_lines_
   bool keep_lines_ = false;
-  void emit(std::string&& piece) {
-    if (keep_lines_) body_.push_back(std::move(piece));
-    else body_text_ += piece;
+  void emit(std::string&& p) {
+    if (keep_lines_) {
+      body_.push_back(std::move(p));
+      return;
+    }
+    piece_start_ = body_text_.size();
+    body_text_ += p;
+    indent_piece();
   }
-  void emit(const char* piece) { emit(std::string(piece)); }
+  void emit(const char* p) { emit(std::string(p)); }
+  // A body piece written in place: the body buffer itself, or (when a
+  // body_transformer wants the pieces) a scratch string pushed by end_piece().
+  std::string& piece() {
+    if (!keep_lines_) {
+      piece_start_ = body_text_.size();
+      return body_text_;
+    }
+    piece_.clear();
+    return piece_;
+  }
+  void end_piece() {
+    if (keep_lines_) body_.push_back(piece_);
+    else indent_piece();
+  }
+  // Without a body_transformer the body is indented as it is written: each
+  // newline of the piece just appended (usually only its last character) is
+  // followed by four spaces.
+  void indent_piece() {
+    size_t nl = body_text_.find('\n', piece_start_);
+    if (nl == std::string::npos) return;
+    if (nl + 1 == body_text_.size()) {
+      body_text_ += "    ";
+      return;
+    }
+    std::string tail = body_text_.substr(piece_start_);
+    body_text_.resize(piece_start_);
+    for (char c : tail) {
+      body_text_ += c;
+      if (c == '\n') body_text_ += "    ";
+    }
+  }
+  size_t piece_start_ = 0;
+  std::string piece_;
+  std::string scratch_;
+  NodeNameFn node_name_fn_ = [this](const Node* n) { return node_repr(n); };
+
+  // Per call_function target: its infix template, if any, and its global
+  // name once computed. Targets are alive for the whole run (the graph holds
+  // them), so their addresses are stable keys; this saves re-asking the
+  // object (a Python call in the bindings) at every node.
+  struct FunctionInfo {
+    const char* magic = nullptr;
+    const char* inplace = nullptr;
+    bool have_global = false;
+    std::string global;
+  };
+  std::unordered_map<const void*, FunctionInfo> fn_info_;
+  FunctionInfo& function_info(const Object& fn) {
+    auto it = fn_info_.find(fn.get());
+    if (it != fn_info_.end()) return it->second;
+    FunctionInfo fi;
+    std::string opname = fn.iface()->operator_name(fn.get());
+    if (!opname.empty()) {
+      fi.magic = find_fmt(kMagic, sizeof(kMagic) / sizeof(kMagic[0]), opname);
+      if (!fi.magic) fi.inplace = find_fmt(kInplace, sizeof(kInplace) / sizeof(kInplace[0]), opname);
+    }
+    return fn_info_.emplace(fn.get(), std::move(fi)).first->second;
+  }
+  // add_global(qualified_name, fn), asked once per target: later calls would
+  // return the same name (the namespace remembers the object).
+  const std::string& global_for(const Object& fn, FunctionInfo& fi) {
+    if (!fi.have_global) {
+      fi.global = add_global(fn.qualified_name(), fn);
+      fi.have_global = true;
+    }
+    return fi.global;
+  }
+  static size_t count_fields(const char* fmt) {
+    size_t k = 0;
+    for (const char* p = fmt; *p; ++p)
+      if (p[0] == '{' && p[1] == '}') ++k, ++p;
+    return k;
+  }
   std::vector<std::string> wrapped_;
   std::vector<const Node*> dels_;       // values freed after each user, grouped by user
   std::vector<uint32_t> del_begin_;     // by user index: range in dels_

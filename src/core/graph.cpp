@@ -44,12 +44,6 @@ NodeRange::iterator& NodeRange::iterator::operator=(const iterator& o) {
   return *this;
 }
 NodeRange::iterator::~iterator() { root_->graph()->iterator_closed(); }
-NodeRange::iterator& NodeRange::iterator::operator++() {
-  // cur_ is valid memory even if the body erased it (Note [Graph ownership
-  // and iteration]); its links lead to the live successor.
-  cur_ = reverse_ ? cur_->prev() : cur_->next();
-  return *this;
-}
 NodeRange::iterator NodeRange::begin() const {
   Node* first = reverse_ ? root_->prev() : root_->next();
   return iterator(first, root_, reverse_);
@@ -269,6 +263,10 @@ Node* Graph::create_node(Op op, Target target, std::vector<Argument> args, KwArg
     candidate = snake_case(t);
   }
   NameRef uniq = names_.create_name(candidate, nullptr);
+  return make_node(op, uniq, std::move(target), std::move(args), std::move(kwargs), std::move(type));
+}
+
+Node* Graph::make_node(Op op, NameRef uniq, Target target, std::vector<Argument> args, KwArgs kwargs, Object type) {
   Node* n = new (allocate_node()) Node(op, uniq, std::move(target));
   try {
     if (type) n->set_type(std::move(type));
@@ -346,9 +344,43 @@ std::optional<Argument> Graph::graph_copy(const Graph& other, std::unordered_map
 std::unique_ptr<Graph> Graph::clone() const {
   // Old -> new mapping in a side table indexed by node index (no hashing).
   auto g = std::make_unique<Graph>();
-  g->names_.reserve(size_);
   std::vector<Node*> map(node_capacity(), nullptr);
   auto mapped = [&map](Node* n) { return Argument::node(map[n->index()]); };
+  // Note [Cloning the namespace]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // Re-creating N names one by one costs a random probe into an N-entry
+  // table each. When the namespace holds exactly the names of the nodes
+  // being copied (no renames, no erased or reserved names, no associations)
+  // and the output comes last, the copy's namespace ends up as the same set
+  // anyway: every copied node keeps its unique name, and the output, named
+  // last, takes the first free name in its "output", "output_1", ...
+  // sequence, which is the one it has (the names it skipped are still
+  // taken). So the table is copied as a block and each node takes the
+  // copy's text of its own name.
+  bool whole_namespace = names_from_namespace() && names_.size() == size_ && names_.no_associations();
+  if (whole_namespace) {
+    std::vector<Node*> outputs = find_nodes(Op::Output);
+    whole_namespace = outputs.empty() || (outputs.size() == 1 && outputs[0] == root_->prev());
+  }
+  if (whole_namespace) {
+    g->names_.copy_from(names_);
+    for (Node* n : nodes()) {
+      NameRef name = g->names_.translate(names_, n->name_);
+      if (n->op() == Op::Output) {
+        // As output(): the first argument only; the type, not the meta.
+        std::vector<Argument> out{n->args().empty() ? Argument() : n->args()[0].map_nodes(mapped)};
+        static const InternedString kOutput("output");
+        g->make_node(Op::Output, name, Target(kOutput), std::move(out), {}, n->type());
+        break;
+      }
+      auto m = n->mapped_args_kwargs(mapped);
+      Node* c = g->make_node(n->op(), name, n->target_, std::move(m.first), std::move(m.second), n->type());
+      if (n->has_meta()) c->meta() = *n->cold_->meta;
+      map[n->index()] = c;
+    }
+    return g;
+  }
+  g->names_.reserve(size_);
   for (Node* n : nodes()) {
     if (n->op() == Op::Output) {
       g->output(n->args().empty() ? Argument() : n->args()[0].map_nodes(mapped), n->type());

@@ -1,6 +1,8 @@
 #include "fxcpp/core/namespace.h"
 
+#include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -118,6 +120,8 @@ uint32_t NameArena::store(std::string_view s) {
   if (need > kChunk / 4) {
     // A chunk of its own, addressed at offset 0.
     chunks_.emplace_back(new char[need]);
+    sizes_.push_back(need);
+    by_address_.clear();
     bytes_ += need;
     chunk = chunks_.size() - 1;
     off = 0;
@@ -125,6 +129,8 @@ uint32_t NameArena::store(std::string_view s) {
   } else {
     if (used_ + need > kChunk) {
       chunks_.emplace_back(new char[kChunk]);
+      sizes_.push_back(kChunk);
+      by_address_.clear();
       bytes_ += kChunk;
       last_regular_ = chunks_.size() - 1;
       used_ = 0;
@@ -142,14 +148,73 @@ uint32_t NameArena::store(std::string_view s) {
   return static_cast<uint32_t>(chunk << kOffsetBits) | static_cast<uint32_t>(off + sizeof(n));
 }
 
+void NameArena::copy_from(const NameArena& o) {
+  chunks_.clear();
+  sizes_ = o.sizes_;
+  by_address_.clear();
+  last_hit_ = 0;
+  for (size_t i = 0; i < o.chunks_.size(); ++i) {
+    chunks_.emplace_back(new char[o.sizes_[i]]);
+    // Regular chunks are copied up to their used part only.
+    size_t n = (i == o.last_regular_ && o.sizes_[i] == kChunk) ? o.used_ : o.sizes_[i];
+    std::memcpy(chunks_.back().get(), o.chunks_[i].get(), n);
+  }
+  used_ = o.used_;
+  last_regular_ = o.last_regular_;
+  bytes_ = o.bytes_;
+}
+
+uint32_t NameArena::handle_of(const char* text) const {
+  auto in = [&](size_t i) {
+    const char* b = chunks_[i].get();
+    return text >= b && text < b + sizes_[i];
+  };
+  size_t i = last_hit_;
+  if (i >= chunks_.size() || !in(i)) {
+    if (by_address_.size() != chunks_.size()) {
+      by_address_.clear();
+      for (size_t k = 0; k < chunks_.size(); ++k) by_address_.emplace_back(chunks_[k].get(), static_cast<uint32_t>(k));
+      std::sort(by_address_.begin(), by_address_.end());
+    }
+    auto it = std::upper_bound(by_address_.begin(), by_address_.end(), std::make_pair(text, UINT32_MAX));
+    if (it == by_address_.begin()) throw std::logic_error("NameArena::handle_of: text not in this arena");
+    i = std::prev(it)->second;
+    if (!in(i)) throw std::logic_error("NameArena::handle_of: text not in this arena");
+    last_hit_ = i;
+  }
+  return static_cast<uint32_t>(i << kOffsetBits) | static_cast<uint32_t>(text - chunks_[i].get());
+}
+
 // ------------------------------------------------------------------ NameSet
 
+void NameSet::copy_from(const NameSet& o) {
+  arena_.copy_from(o.arena_);
+  slots_ = o.slots_;
+  size_ = o.size_;
+}
+
 uint64_t NameSet::hash(std::string_view s) {
-  // FNV-1a, then a final avalanche (names share long prefixes).
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  // Eight bytes at a time (names are short), then an avalanche: names share
+  // long prefixes and differ in their last digits.
+  const char* p = s.data();
+  size_t n = s.size();
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ (n * 0xc2b2ae3d27d4eb4full);
+  auto mix = [&h](uint64_t w) {
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 29;
+  };
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    mix(w);
+  }
+  if (n) {
+    uint64_t w = 0;
+    std::memcpy(&w, p, n);
+    mix(w);
+  }
   h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
+  h *= 0xc4ceb9fe1a85ec53ull;
   h ^= h >> 33;
   return h;
 }
@@ -162,11 +227,14 @@ void NameSet::grow(size_t min_slots) {
   size_t cap = 16;
   while (cap < min_slots) cap *= 2;
   if (cap <= slots_.size()) return;
+  if (cap > kMaxSlots) throw std::length_error("too many names");
   std::vector<Slot> fresh(cap);
   size_t mask = cap - 1;
+  // The home slot is a function of the tag alone, so growing never reads the
+  // texts back (Note [Name set slots]).
   for (const Slot& sl : slots_) {
     if (!sl.tag) continue;
-    size_t i = static_cast<size_t>(hash(arena_.get(sl.handle).view())) & mask;
+    size_t i = home(sl.tag, mask);
     while (fresh[i].tag) i = (i + 1) & mask;
     fresh[i] = sl;
   }
@@ -177,10 +245,9 @@ void NameSet::reserve(size_t n) { grow(slots_for(size_ + n)); }
 
 std::optional<NameRef> NameSet::find(std::string_view s) const {
   if (slots_.empty()) return std::nullopt;
-  uint64_t h = hash(s);
-  uint32_t tag = static_cast<uint32_t>(h >> 32) | 1u;
+  uint32_t tag = tag_of(s);
   size_t mask = slots_.size() - 1;
-  for (size_t i = static_cast<size_t>(h) & mask;; i = (i + 1) & mask) {
+  for (size_t i = home(tag, mask);; i = (i + 1) & mask) {
     const Slot& sl = slots_[i];
     if (!sl.tag) return std::nullopt;
     if (sl.tag == tag) {
@@ -192,10 +259,9 @@ std::optional<NameRef> NameSet::find(std::string_view s) const {
 
 std::pair<NameRef, bool> NameSet::insert(std::string_view s) {
   if (slots_for(size_ + 1) > slots_.size()) grow(slots_for(size_ + 1));
-  uint64_t h = hash(s);
-  uint32_t tag = static_cast<uint32_t>(h >> 32) | 1u;
+  uint32_t tag = tag_of(s);
   size_t mask = slots_.size() - 1;
-  size_t i = static_cast<size_t>(h) & mask;
+  size_t i = home(tag, mask);
   for (;; i = (i + 1) & mask) {
     Slot& sl = slots_[i];
     if (!sl.tag) break;
@@ -222,7 +288,38 @@ bool Namespace::is_illegal(const std::string& name, const Object* obj) const {
   return false;
 }
 
-NameRef Namespace::create_name(std::string_view candidate_in, const void* key, const Object* obj) {
+namespace {
+// Where the "_<digits>" suffix of a clean candidate starts, torch.fx style
+// (regex (.*)_(\d+)$, greedy; int() drops leading zeros; suffixes of more
+// than 18 significant digits are not split). Sets `p` to the first digit and
+// `nz` to the first significant digit; false when there is no split.
+bool split_suffix(std::string_view cand, size_t* p_out, size_t* nz_out) {
+  size_t end = cand.size();
+  size_t p = end;
+  while (p > 0 && std::isdigit(static_cast<unsigned char>(cand[p - 1]))) --p;
+  if (!(p < end && p > 0 && cand[p - 1] == '_')) return false;
+  size_t nz = p;
+  while (nz < end - 1 && cand[nz] == '0') ++nz;
+  if (end - nz > 18) return false;
+  *p_out = p;
+  *nz_out = nz;
+  return true;
+}
+}  // namespace
+
+bool Namespace::keeps(std::string_view name, const Object* obj) const {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (unsigned char c : name)
+    if (!(c < 0x80 && is_ascii_alnum_(c))) return false;
+  size_t p = 0, nz = 0;
+  bool suffixed = split_suffix(name, &p, &nz);
+  if (suffixed && nz != p) return false;  // would be normalized
+  if ((!suffixed || name_rules().digit_suffixed_reserved) && is_illegal(std::string(name), obj)) return false;
+  return !used_.contains(name);
+}
+
+NameRef Namespace::create_name(std::string_view candidate_in, const void* key, const Object* obj,
+                               const std::function<bool(std::string_view)>* veto) {
   if (key) {
     auto it = obj_to_name_.find(key);
     if (it != obj_to_name_.end()) return it->second;
@@ -250,21 +347,15 @@ NameRef Namespace::create_name(std::string_view candidate_in, const void* key, c
   if (cand.empty()) throw std::out_of_range("string index out of range");
   if (std::isdigit(static_cast<unsigned char>(cand[0]))) cand.insert(cand.begin(), '_');
 
-  // Split a trailing "_<digits>" suffix (regex (.*)_(\d+)$, greedy).
-  size_t end = cand.size();
-  size_t p = end;
-  while (p > 0 && std::isdigit(static_cast<unsigned char>(cand[p - 1]))) --p;
   size_t base_len = cand.size();
   uint64_t num = 0;
-  if (p < end && p > 0 && cand[p - 1] == '_') {
-    size_t nz = p;
-    while (nz < end - 1 && cand[nz] == '0') ++nz;  // int() drops leading zeros
-    if (end - nz <= 18) {
-      base_len = p - 1;
-      num = std::stoull(cand.substr(nz));
-      if (nz != p) cand = cand.substr(0, p) + cand.substr(nz);  // normalized "base_N"
-    }
+  size_t p = 0, nz = 0;
+  if (split_suffix(cand, &p, &nz)) {
+    base_len = p - 1;
+    std::from_chars(cand.data() + nz, cand.data() + cand.size(), num);
+    if (nz != p) cand.erase(p, nz - p);  // normalized "base_N"
   }
+  auto vetoed = [&](const std::string& c) { return veto && !used_.contains(c) && (*veto)(c); };
   const NameRules& rules = name_rules();
   auto illegal = [&](const std::string& name, bool suffixed) {
     return (!suffixed || rules.digit_suffixed_reserved) && is_illegal(name, obj);
@@ -272,6 +363,7 @@ NameRef Namespace::create_name(std::string_view candidate_in, const void* key, c
   bool suffixed = base_len != cand.size();
   // Common case: the candidate is free and legal -- one hash probe.
   if (!illegal(cand, suffixed)) {
+    if (vetoed(cand)) return NameRef();
     auto ins = used_.insert(cand);
     if (ins.second) {
       if (key) obj_to_name_.emplace(key, ins.first);
@@ -289,17 +381,23 @@ NameRef Namespace::create_name(std::string_view candidate_in, const void* key, c
     cand.push_back('_');
     size_t stem = cand.size();
     char digits[24];
+    NameRef stored;
     for (;; ++k) {
-      int len = std::snprintf(digits, sizeof(digits), "%llu", static_cast<unsigned long long>(k));
+      auto res = std::to_chars(digits, digits + sizeof(digits), k);
       cand.resize(stem);
-      cand.append(digits, static_cast<size_t>(len));
-      if (!used_.contains(cand) && !illegal(cand, true)) break;
+      cand.append(digits, static_cast<size_t>(res.ptr - digits));
+      if (illegal(cand, true)) continue;
+      if (vetoed(cand)) return NameRef();
+      auto ins = used_.insert(cand);  // one probe: test and take
+      if (ins.second) {
+        stored = ins.first;
+        break;
+      }
     }
     if (from_hint) hint = k + 1;
+    if (key) obj_to_name_.emplace(key, stored);
+    return stored;
   }
-  NameRef stored = used_.insert(cand).first;
-  if (key) obj_to_name_.emplace(key, stored);
-  return stored;
 }
 
 }  // namespace fxcpp

@@ -318,18 +318,6 @@ KwArgs& Node::meta() {
   return *c.meta;
 }
 
-Node* Node::next() const {
-  Node* n = next_;
-  while (n->erased_) n = n->next_;
-  return n;
-}
-
-Node* Node::prev() const {
-  Node* n = prev_;
-  while (n->erased_) n = n->prev_;
-  return n;
-}
-
 void Node::prepend(Node* x) {
   if (x->graph() != graph()) throw std::invalid_argument("Attempting to move a Node into a different Graph");
   if (x->op() == Op::Root) throw std::invalid_argument("The graph's root node cannot be moved");

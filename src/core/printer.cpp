@@ -1,4 +1,5 @@
 // Graph and node printing: torch.fx 1.13's str(graph) / Node.format_node.
+#include <charconv>
 #include <ostream>
 #include <sstream>
 
@@ -8,22 +9,26 @@
 namespace fxcpp {
 
 namespace {
-std::string int_str(int64_t i) { return std::to_string(i); }
+void append_int(std::string& out, int64_t i) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof(buf), i);
+  out.append(buf, static_cast<size_t>(r.ptr - buf));
+}
 
-void repr_into(std::string& out, const Argument& a, const std::function<std::string(const Node*)>& nn);
+void repr_into(std::string& out, const Argument& a, const NodeNameFn& nn);
 
-void repr_seq(std::string& out, const std::vector<Argument>& items, const std::function<std::string(const Node*)>& nn) {
+void repr_seq(std::string& out, const std::vector<Argument>& items, const NodeNameFn& nn) {
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += ", ";
     repr_into(out, items[i], nn);
   }
 }
 
-void repr_into(std::string& out, const Argument& a, const std::function<std::string(const Node*)>& nn) {
+void repr_into(std::string& out, const Argument& a, const NodeNameFn& nn) {
   switch (a.kind()) {
     case ArgKind::None: out += "None"; return;
     case ArgKind::Bool: out += a.as_bool() ? "True" : "False"; return;
-    case ArgKind::Int: out += int_str(a.as_int()); return;
+    case ArgKind::Int: append_int(out, a.as_int()); return;
     case ArgKind::Double: out += py_repr_double(a.as_double()); return;
     case ArgKind::String: out += py_repr_string(a.as_string()); return;
     case ArgKind::NodeRef: out += nn(a.as_node()); return;
@@ -83,14 +88,16 @@ void repr_into(std::string& out, const Argument& a, const std::function<std::str
   }
 }
 
-std::string node_plain_name(const Node* n) { return std::string(n->name()); }
+std::string_view node_plain_name(const Node* n) { return n->name(); }
 
 // Python str(): like repr() except that a top-level string prints raw and a
 // foreign object uses its str().
 std::string str_argument(const Argument& a) {
   if (a.kind() == ArgKind::String) return a.as_string();
   if (a.kind() == ArgKind::Foreign) return a.as_object().str();
-  return repr_argument(a, node_plain_name);
+  std::string out;
+  repr_into(out, a, node_plain_name);
+  return out;
 }
 
 void format_arg_into(std::string& out, const Argument& a) {
@@ -133,8 +140,16 @@ std::string type_str(const Object& t) { return t.iface()->type_repr(t.get()); }
 
 std::string repr_argument(const Argument& a, const std::function<std::string(const Node*)>& node_name) {
   std::string out;
-  repr_into(out, a, node_name);
+  std::string held;  // the current node's name, kept alive for the view
+  repr_into(out, a, [&](const Node* n) -> std::string_view {
+    held = node_name(n);
+    return held;
+  });
   return out;
+}
+
+void repr_argument_into(std::string& out, const Argument& a, const NodeNameFn& node_name) {
+  repr_into(out, a, node_name);
 }
 
 std::string format_arg(const Argument& a) {

@@ -23,6 +23,7 @@ void lint(const Graph& g, const LintOptions& opts) {
   if (check_names) seen_names.reserve(g.size() + 1);
   std::vector<Node*> expect;  // reused: unique inputs in first-appearance order
   size_t input_records = 0;
+  size_t user_records = 0;
   for (Node* node : g.nodes()) {
     if (node->graph() != &g) fail("Node '" + q(node) + "' does not belong to this Graph!", false);
     expect.clear();
@@ -55,19 +56,17 @@ void lint(const Graph& g, const LintOptions& opts) {
     if (!consistent)
       fail("Node '" + q(node) + "' has inconsistent input nodes: its use list does not match its arguments", false);
     input_records += expect.size();
-  }
-  // Every users list is well formed: each record names this node as its
-  // value, prev links mirror next links (the head's prev is the tail), and
-  // the records add up to the use records of the whole graph.
-  size_t user_records = 0;
-  for (Node* node : g.nodes()) {
+    // Every users list is well formed: each record names this node as its
+    // value, prev links mirror next links (the head's prev is the tail), and
+    // the records add up to the use records of the whole graph. Checked in
+    // the same walk: at 1e6 nodes a second pass costs as much as the first.
     const Use* head = node->first_use();
-    const Use* prev = head ? head->prev : nullptr;  // the tail
+    const Use* tail = head ? head->prev : nullptr;
     bool ok = true;
     for (const Use* r = head; r && ok; r = r->next) {
       ok = r->value() == node && (r == head || r->prev->next == r);
       ++user_records;
-      if (!r->next) ok = ok && r == prev;
+      if (!r->next) ok = ok && r == tail;
     }
     if (!ok) fail("Node '" + q(node) + "' has a corrupt users list", false);
   }

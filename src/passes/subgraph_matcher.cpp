@@ -308,7 +308,11 @@ std::vector<InternalMatch> SubgraphMatcher::match(const Graph& graph) const {
   if (k == 0) {
     record();
   } else {
-    std::vector<size_t> saved(k + 1, 0), next(k, 0);
+    // (resize, not the sized constructor: GCC 12 cannot bound k there and
+    // warns about a 2^64-byte allocation)
+    std::vector<size_t> saved, next;
+    saved.resize(k + 1);
+    next.resize(k);
     size_t level = 0;
     while (true) {
       if (level == k) {

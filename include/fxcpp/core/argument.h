@@ -88,7 +88,30 @@ class Argument {
 
   /// Calls fn(node) for every Node reference, depth first, in order.
   /// Recursion depth is the nesting depth of the literal, not the graph size.
-  void for_each_node(const std::function<void(Node*)>& fn) const;
+  template <typename Fn>
+  void for_each_node(Fn&& fn) const {
+    // A template: hot callers (lint, codegen, use linking) pass lambdas
+    // without the allocation a std::function of a large capture costs.
+    switch (kind_) {
+      case ArgKind::NodeRef: fn(u_.n); return;
+      case ArgKind::Tuple:
+      case ArgKind::List:
+        if (!contains_nodes()) return;
+        for (auto& i : items()) i.for_each_node(fn);
+        return;
+      case ArgKind::Dict:
+        if (!contains_nodes()) return;
+        for (auto& kv : pairs()) kv.second.for_each_node(fn);
+        return;
+      case ArgKind::Slice:
+        if (!contains_nodes()) return;
+        slice_start().for_each_node(fn);
+        slice_stop().for_each_node(fn);
+        slice_step().for_each_node(fn);
+        return;
+      default: return;
+    }
+  }
   /// True if any Node reference is reachable.
   bool contains_nodes() const;
   /// torch.fx map_arg: rebuilds the tree replacing each Node reference by fn(node).

@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -62,6 +63,12 @@ std::string format_target(const std::string& base, const std::string& target);
 
 /// Python repr() of an argument tree, naming nodes with `node_name`.
 std::string repr_argument(const Argument& a, const std::function<std::string(const Node*)>& node_name);
+/// Names a node for repr_argument_into. The returned view must stay valid
+/// until the next call (names owned by a graph or namespace qualify).
+using NodeNameFn = std::function<std::string_view(const Node*)>;
+/// Appends the Python repr() of `a` to `out` (no intermediate strings).
+/// O(size of the tree and its text).
+void repr_argument_into(std::string& out, const Argument& a, const NodeNameFn& node_name);
 /// torch.fx `_format_arg` (graph printing: str() of leaves, %name for nodes).
 std::string format_arg(const Argument& a);
 

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <ostream>
 #include <memory>
 #include <optional>
@@ -84,12 +85,21 @@ class NameArena {
   }
   /// Bytes held (chunks), for accounting.
   size_t bytes() const { return bytes_; }
+  /// Makes this arena a copy of `o`: same chunks, same handles. O(bytes).
+  void copy_from(const NameArena& o);
+  /// The handle of `text`, which must be a text stored in this arena.
+  /// O(log chunks); O(1) when consecutive calls hit the same chunk.
+  uint32_t handle_of(const char* text) const;
 
  private:
   static constexpr uint32_t kOffsetBits = 16;
   static constexpr uint32_t kOffsetMask = (1u << kOffsetBits) - 1;
   static constexpr size_t kChunk = size_t(1) << kOffsetBits;
   std::vector<std::unique_ptr<char[]>> chunks_;
+  std::vector<size_t> sizes_;  // bytes of each chunk
+  // handle_of: chunks sorted by address (built on demand), and the last hit.
+  mutable std::vector<std::pair<const char*, uint32_t>> by_address_;
+  mutable size_t last_hit_ = 0;
   size_t used_ = kChunk;  // in the last regular chunk
   size_t last_regular_ = 0;
   size_t bytes_ = 0;
@@ -110,13 +120,32 @@ class NameSet {
   size_t size() const { return size_; }
   /// Stores a text that is not a member of the set (renamed nodes).
   NameRef store_unindexed(std::string_view s) { return arena_.get(arena_.store(s)); }
+  /// Makes this set a copy of `o` (slots and texts copied as blocks). O(size).
+  void copy_from(const NameSet& o);
+  /// This set's copy of `r`, a text of `src` when this set was copied from it
+  /// (and only appended to since). O(1) amortized.
+  NameRef translate(const NameSet& src, NameRef r) const { return arena_.get(src.arena_.handle_of(r.c_str())); }
 
  private:
+  // Note [Name set slots]
+  // ~~~~~~~~~~~~~~~~~~~~~~
+  // A slot is a 32-bit tag and a 32-bit arena handle. The tag is 32 bits of
+  // the name's hash with bit 0 forced on (0 marks an empty slot), and the home
+  // slot is computed from the tag alone. Growing the table therefore
+  // re-places tags without reading any text back from the arena, which at
+  // 1e6 names would be a cache miss per name. A tag match is confirmed by
+  // comparing texts, so equal tags only cost a comparison.
   struct Slot {
-    uint32_t tag = 0;     // 0: empty; else (hash >> 32) | 1
+    uint32_t tag = 0;     // 0: empty; else hash bits | 1
     uint32_t handle = 0;  // into arena_
   };
+  static constexpr size_t kMaxSlots = size_t(1) << 31;
   static uint64_t hash(std::string_view s);
+  static uint32_t tag_of(std::string_view s) { return static_cast<uint32_t>(hash(s) >> 32) | 1u; }
+  static size_t home(uint32_t tag, size_t mask) {
+    // Multiplicative hashing of the tag's 31 hash bits.
+    return static_cast<size_t>((static_cast<uint64_t>(tag >> 1) * 0x9e3779b97f4a7c15ull) >> 33) & mask;
+  }
   void grow(size_t min_slots);
   size_t slots_for(size_t n) const;
   NameArena arena_;
@@ -131,7 +160,18 @@ class Namespace {
   /// checks (may be null). Returns the name, stored in (and owned by) this
   /// namespace: it stays valid for the namespace's lifetime.
   /// Amortized O(|candidate|).
-  NameRef create_name(std::string_view candidate, const void* key, const Object* obj = nullptr);
+  ///
+  /// `veto` (optional) is asked about the name at the moment it would be
+  /// taken; when it answers true nothing is taken and an empty NameRef is
+  /// returned (the namespace is left as it was, up to a base's search hint
+  /// being initialized). Codegen uses it to learn that a global's name might
+  /// clash with a node name it has not recorded (Note [Codegen naming fast path]).
+  NameRef create_name(std::string_view candidate, const void* key, const Object* obj = nullptr,
+                      const std::function<bool(std::string_view)>* veto = nullptr);
+  /// True when create_name(name, nullptr, obj) would return `name` itself:
+  /// it is a clean identifier in normal form, legal, and unused. Does not
+  /// modify the namespace. O(|name|).
+  bool keeps(std::string_view name, const Object* obj = nullptr) const;
   /// The stored copy of `name` if it is in use.
   std::optional<NameRef> find(std::string_view name) const { return used_.find(name); }
   /// Associates an already-created name with `key`.
@@ -148,6 +188,22 @@ class Namespace {
   }
   /// Stores a text outside the set (a rename that bypasses the namespace).
   NameRef store_unindexed(std::string_view s) { return used_.store_unindexed(s); }
+  /// Number of names taken.
+  size_t size() const { return used_.size(); }
+  /// True when no name is associated with an object key.
+  bool no_associations() const { return obj_to_name_.empty(); }
+  /// Makes this namespace a copy of `o`: the same names, search hints and
+  /// associations. Copies blocks of memory instead of re-inserting names one
+  /// by one (random probes into a large table). O(size).
+  void copy_from(const Namespace& o) {
+    used_.copy_from(o.used_);
+    obj_to_name_.clear();
+    for (auto& kv : o.obj_to_name_) obj_to_name_.emplace(kv.first, used_.translate(o.used_, kv.second));
+    hint_ = o.hint_;
+  }
+  /// This namespace's copy of `r`, a name of `src` when this namespace was
+  /// copied from it. O(1) amortized.
+  NameRef translate(const Namespace& src, NameRef r) const { return used_.translate(src.used_, r); }
 
  private:
   bool is_illegal(const std::string& name, const Object* obj) const;

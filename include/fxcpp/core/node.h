@@ -240,8 +240,16 @@ class Node {
   // ---- list position --------------------------------------------------------------
   /// Next / previous live node; the graph's root sentinel at either end. O(1)
   /// unless tombstones intervene.
-  Node* next() const;
-  Node* prev() const;
+  Node* next() const {
+    Node* n = next_;
+    while (n->erased_) n = n->next_;
+    return n;
+  }
+  Node* prev() const {
+    Node* n = prev_;
+    while (n->erased_) n = n->prev_;
+    return n;
+  }
   /// Moves `x` (of the same graph) to just before / after this node.
   /// Throws std::invalid_argument for a node of another graph.
   void prepend(Node* x);

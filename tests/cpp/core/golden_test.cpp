@@ -161,3 +161,28 @@ TEST(Golden, StringRepr) {
   }
   EXPECT_GE(count, 8);
 }
+
+// Note [Codegen naming fast path]: a global whose name a node already has.
+// The fast path must notice (veto), fall back, and print what torch.fx does.
+TEST(Golden, GlobalClashesWithNodeName) {
+  static const NamedNative kFoo{"foo", "m.foo", ""};
+  auto build = [] {
+    auto g = std::make_unique<Graph>();
+    Node* x = g->placeholder("x");
+    Node* a = g->create_node(Op::CallFunction, Target(F(kRelu)), {N(x)}, {}, std::string("m_foo"));
+    Node* b = g->call_function(F(kFoo), {N(a)});
+    Node* c = g->create_node(Op::CallFunction, Target(F(kRelu)), {N(b)}, {}, std::string("m_foo_1"));
+    Node* d = g->call_function(F(kLen), {N(c)});
+    g->output(N(d));
+    return g;
+  };
+  auto g = build();
+  ASSERT_TRUE(g->names_from_namespace());
+  expect_golden(*g, "global_clash");
+  // torch.fx: globals {'m_foo_1': foo, 'len': len}.
+  PythonCode pc = python_code(*g);
+  ASSERT_EQ(pc.globals.size(), 2u);
+  EXPECT_EQ(pc.globals[0].first, "m_foo_1");
+  EXPECT_TRUE(pc.globals[0].second.is(F(kFoo)));
+  EXPECT_EQ(pc.globals[1].first, "len");
+}

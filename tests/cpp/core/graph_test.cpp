@@ -409,3 +409,47 @@ TEST(Tombstones, ReleasedDuringIterationIsDeferred) {
   (void)b;
   EXPECT_EQ(names(g), (std::vector<std::string>{"x", "neg", "output"}));
 }
+
+// Note [Cloning the namespace]: clone() copies the name table as a block when
+// it holds exactly the copied nodes' names, and re-creates names otherwise.
+// Either way the copy must then name new nodes as a copy made node by node
+// (torch.fx's deepcopy) would.
+TEST(Graph, CloneNamespaceMatchesNodeByNodeCopy) {
+  auto scenario = [](int variant) {
+    auto g = std::make_unique<Graph>();
+    Node* x = g->placeholder("x");
+    Node* o = g->placeholder("output");  // the real output becomes "output_1"
+    Node* prev = x;
+    for (int i = 0; i < 40; ++i) prev = g->call_function(F(i % 3 ? kAdd : kMul), {N(prev), N(o)});
+    Node* out = g->output(N(prev));
+    if (variant == 1) {  // an erased node: its name stays taken in g only
+      Node* dead = g->call_function(F(kAdd), {N(x), I(0)});
+      out->prepend(dead);
+      g->erase_node(dead);
+    }
+    if (variant == 2) g->names().reserve_name("add_50");  // a reserved name
+    if (variant == 3) {                                      // a node after the output
+      auto guard = g->inserting_after(out);
+      g->call_function(F(kAdd), {N(x), I(3)});
+    }
+    return g;
+  };
+  for (int variant = 0; variant < 4; ++variant) {
+    auto g = scenario(variant);
+    auto c = g->clone();
+    // Reference: a node-by-node copy into a fresh graph (graph_copy, then output).
+    Graph ref;
+    std::unordered_map<const Node*, Argument> vm;
+    const Node* old_out = nullptr;
+    auto rv = ref.graph_copy(*g, vm, &old_out);
+    ASSERT_TRUE(rv.has_value());
+    ref.output(*rv, old_out->type());
+    EXPECT_EQ(c->to_string(), ref.to_string()) << variant;
+    lint(*c);
+    for (const char* base : {"add", "mul", "output", "x", "add_50"}) {
+      Node* cn = c->call_method(base, {});
+      Node* rn = ref.call_method(base, {});
+      EXPECT_EQ(cn->name(), rn->name()) << variant << " " << base;
+    }
+  }
+}

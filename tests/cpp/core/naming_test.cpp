@@ -53,3 +53,45 @@ TEST(Naming, ManyCollisionsAreLinear) {
   for (int i = 0; i < 200000; ++i) last = ns.create_name("add", nullptr);
   EXPECT_EQ(last, "add_199999");
 }
+
+TEST(Naming, SetGrowsWithoutLosingNames) {
+  // Note [Name set slots]: growing re-places tags only; every name must
+  // still be found afterwards, and absent names must not be.
+  NameSet set;
+  for (int i = 0; i < 100000; ++i) ASSERT_TRUE(set.insert("n_" + std::to_string(i)).second);
+  EXPECT_EQ(set.size(), 100000u);
+  for (int i = 0; i < 100000; ++i) ASSERT_TRUE(set.contains("n_" + std::to_string(i))) << i;
+  for (int i = 100000; i < 101000; ++i) ASSERT_FALSE(set.contains("n_" + std::to_string(i))) << i;
+  EXPECT_FALSE(set.insert("n_5").second);
+}
+
+TEST(Naming, KeepsMatchesCreateName) {
+  // keeps(name) must say exactly whether create_name(name) returns it as is.
+  const char* probes[] = {"add", "add_1", "add_01", "for", "len", "torch", "x", "_1", "1x", "a-b", "add_2", "é",
+                          "n_000", "abc_123456789012345678901"};
+  Namespace ns;
+  ns.create_name("add", nullptr);
+  ns.create_name("add", nullptr);  // add_1
+  for (const char* p : probes) {
+    Namespace copy;
+    copy.copy_from(ns);
+    bool keeps = ns.keeps(p);
+    EXPECT_EQ(keeps, copy.create_name(p, nullptr) == std::string_view(p)) << p;
+  }
+}
+
+TEST(Naming, CopiedNamespaceBehavesTheSame) {
+  Namespace a;
+  for (int i = 0; i < 5000; ++i) a.create_name(i % 3 ? "add" : "mul_7", nullptr);
+  a.reserve_name("relu_2");
+  Namespace b;
+  b.copy_from(a);
+  EXPECT_EQ(b.size(), a.size());
+  for (const char* c : {"add", "mul", "mul_7", "relu", "relu", "relu", "add_17", "fresh"})
+    EXPECT_EQ(a.create_name(c, nullptr).str(), b.create_name(c, nullptr).str()) << c;
+  // Texts translate to the copy's own storage.
+  NameRef r = *a.find("add_100");
+  NameRef t = b.translate(a, r);
+  EXPECT_EQ(t.view(), "add_100");
+  EXPECT_NE(t.c_str(), r.c_str());
+}

@@ -102,7 +102,27 @@ def case_empty():
     return g
 
 
-CASES = [case_basic, case_names, case_inplace, case_edits, case_empty]
+def foo(x):  # a non-importable global whose name hint, "m_foo", clashes with a node name
+    return x
+
+
+foo.__module__ = 'm'
+
+
+def case_global_clash():
+    # Codegen re-names every node in a fresh namespace shared with the
+    # globals: the global "m.foo" wants "m_foo", which a node already has.
+    g = fx.Graph()
+    x = g.placeholder('x')
+    a = g.create_node('call_function', torch.relu, (x,), name='m_foo')
+    b = g.call_function(foo, (a,))
+    c = g.create_node('call_function', torch.relu, (b,), name='m_foo_1')
+    d = g.call_function(len, (c,))
+    g.output(d)
+    return g
+
+
+CASES = [case_basic, case_names, case_inplace, case_edits, case_empty, case_global_clash]
 
 FLOATS = [0.0, -0.0, 1.0, -2.5, 0.1, 1e-05, 1e-4, 123456789012345.0, 1e16, 1.5e20, 3.14159, 2.0 ** 60,
           1 / 3, 5e-324, 1.7976931348623157e308, float('inf'), -float('inf'), float('nan'), 100.0, 0.001]
