@@ -374,12 +374,8 @@ class Generator {
         return;
       }
       case Op::CallMethod: {
-        std::string_view r = node_repr(&node);
+        std::string& out = begin_assignment(node, ann);
         if (args.empty()) throw std::out_of_range("call_method node without arguments");
-        std::string& out = piece();
-        out += r;
-        out += ann;
-        out += " = ";
         scratch_.clear();
         repr_to(scratch_, args[0]);
         format_target_to(out, scratch_, node.target().str());
@@ -393,10 +389,7 @@ class Generator {
         FunctionInfo& fi = function_info(node.target().fn());
         if (fi.magic && count_fields(fi.magic) == args.size()) {
           // repr(node), then the args in order, straight into the body.
-          std::string& out = piece();
-          out += node_repr(&node);
-          out += ann;
-          out += " = ";
+          std::string& out = begin_assignment(node, ann);
           size_t k = 0;
           for (const char* p = fi.magic; *p; ++p) {
             if (p[0] == '{' && p[1] == '}') {
@@ -430,10 +423,7 @@ class Generator {
           emit(r + ann + " = " + format_target(repr(args[0]), args[1].as_string()));
           return;
         }
-        std::string& out = piece();
-        out += node_repr(&node);
-        out += ann;
-        out += " = ";
+        std::string& out = begin_assignment(node, ann);
         out += gname;
         out += '(';
         format_args_to(out, args, 0, node.kwargs());
@@ -447,11 +437,7 @@ class Generator {
         return;
       }
       case Op::CallModule: {
-        std::string_view r = node_repr(&node);
-        std::string& out = piece();
-        out += r;
-        out += ann;
-        out += " = ";
+        std::string& out = begin_assignment(node, ann);
         format_target_to(out, o_.root_module, node.target().str());
         out += '(';
         format_args_to(out, args, 0, node.kwargs());
@@ -460,11 +446,7 @@ class Generator {
         return;
       }
       case Op::GetAttr: {
-        std::string_view r = node_repr(&node);
-        std::string& out = piece();
-        out += r;
-        out += ann;
-        out += " = ";
+        std::string& out = begin_assignment(node, ann);
         format_target_to(out, o_.root_module, node.target().str());
         end_piece();
         return;
@@ -535,6 +517,16 @@ class Generator {
     }
   }
   size_t piece_start_ = 0;
+  // Starts the piece "<repr(node)><annotation> = " (the node is named first,
+  // as torch.fx's f-strings do) and returns the buffer to continue it in.
+  std::string& begin_assignment(const Node& node, const std::string& ann) {
+    std::string_view r = node_repr(&node);
+    std::string& out = piece();
+    out += r;
+    out += ann;
+    out += " = ";
+    return out;
+  }
   std::string piece_;
   std::string scratch_;
   NodeNameFn node_name_fn_ = [this](const Node* n) { return node_repr(n); };
