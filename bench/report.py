@@ -54,8 +54,11 @@ TARGETS = [
     ("C++ core per node: build <= 0.4 us, lint <= 0.15 us, graph_copy / DCE / python_code <= 0.5 us", "core_cpp",
      ["build", "lint", "graph_copy", "dce", "python_code"], None, "abs",
      {"build": 0.4, "lint": 0.15, "graph_copy": 0.5, "dce": 0.5, "python_code": 0.5}),
-    ("C++ core per-node cost growth within 1.5x from 1e4 to 1e6", "core_cpp",
-     ["build", "lint", "graph_copy", "dce", "python_code", "rauw", "erase", "iterate"], None, "growth", 1.5),
+    ("C++ core per-node cost growth within 1.5x from 1e4 to 1e6 (build, lint, copy, DCE, codegen, RAUW, erase)",
+     "core_cpp", ["build", "lint", "graph_copy", "dce", "python_code", "rauw", "erase"], None, "growth", 1.5),
+    ("C++ core per-node cost growth within 1.5x from 1e4 to 1e6 (iteration; memory_floor is a plain sequential "
+     "read of the same bytes, which no pass over every node can beat)",
+     "core_cpp", ["iterate", "memory_floor"], None, "growth", 1.5),
     ("C++ core memory for a plain binary-op node <= 200 bytes", "core_cpp", ["memory", "memory_two_inputs"], None,
      "abs_bytes", 200.0),
 ]

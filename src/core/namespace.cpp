@@ -307,6 +307,37 @@ bool split_suffix(std::string_view cand, size_t* p_out, size_t* nz_out) {
 }
 }  // namespace
 
+const Namespace::BaseInfo* Namespace::base_info(std::string_view base) const {
+  if (bases_.empty()) return nullptr;
+  auto it = bases_.find(std::string(base));
+  return it == bases_.end() ? nullptr : &it->second;
+}
+
+bool Namespace::is_used(std::string_view name) const {
+  size_t p = 0, nz = 0;
+  if (!name_rules().digit_suffixed_reserved && split_suffix(name, &p, &nz) && nz == p) {
+    // canonical base_N (Note [Generated name runs])
+    uint64_t num = 0;
+    std::from_chars(name.data() + nz, name.data() + name.size(), num);
+    const BaseInfo* info = base_info(name.substr(0, p - 1));
+    if (!info) return false;  // no b_N of this base is indexed or generated
+    if (num >= 1 && num < info->hint) return true;
+    if (num > info->max_indexed) return false;
+  }
+  return used_.contains(name);
+}
+
+NameRef Namespace::insert_indexed(std::string_view name) {
+  size_t p = 0, nz = 0;
+  if (split_suffix(name, &p, &nz) && nz == p) {
+    uint64_t num = 0;
+    std::from_chars(name.data() + nz, name.data() + name.size(), num);
+    BaseInfo& info = bases_[std::string(name.substr(0, p - 1))];
+    info.max_indexed = std::max(info.max_indexed, num);
+  }
+  return used_.insert(name).first;
+}
+
 bool Namespace::keeps(std::string_view name, const Object* obj) const {
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
   for (unsigned char c : name)
@@ -315,7 +346,7 @@ bool Namespace::keeps(std::string_view name, const Object* obj) const {
   bool suffixed = split_suffix(name, &p, &nz);
   if (suffixed && nz != p) return false;  // would be normalized
   if ((!suffixed || name_rules().digit_suffixed_reserved) && is_illegal(std::string(name), obj)) return false;
-  return !used_.contains(name);
+  return !is_used(name);
 }
 
 NameRef Namespace::create_name(std::string_view candidate_in, const void* key, const Object* obj,
@@ -355,27 +386,24 @@ NameRef Namespace::create_name(std::string_view candidate_in, const void* key, c
     std::from_chars(cand.data() + nz, cand.data() + cand.size(), num);
     if (nz != p) cand.erase(p, nz - p);  // normalized "base_N"
   }
-  auto vetoed = [&](const std::string& c) { return veto && !used_.contains(c) && (*veto)(c); };
+
   const NameRules& rules = name_rules();
   auto illegal = [&](const std::string& name, bool suffixed) {
     return (!suffixed || rules.digit_suffixed_reserved) && is_illegal(name, obj);
   };
   bool suffixed = base_len != cand.size();
   // Common case: the candidate is free and legal -- one hash probe.
-  if (!illegal(cand, suffixed)) {
-    if (vetoed(cand)) return NameRef();
-    auto ins = used_.insert(cand);
-    if (ins.second) {
-      if (key) obj_to_name_.emplace(key, ins.first);
-      return ins.first;
-    }
+  if (!illegal(cand, suffixed) && !is_used(cand)) {
+    if (veto && (*veto)(cand)) return NameRef();
+    NameRef stored = insert_indexed(cand);
+    if (key) obj_to_name_.emplace(key, stored);
+    return stored;
   }
   {
     // Search base_{num+1}, base_{num+2}, ... (Note [Linear-time naming]).
     cand.resize(base_len);
     uint64_t start = num + 1;
-    uint64_t& hint = hint_[cand];
-    if (hint == 0) hint = 1;
+    uint64_t& hint = bases_[cand].hint;  // (a reference: bases_ is not modified below)
     bool from_hint = start <= hint;
     uint64_t k = from_hint ? hint : start;
     cand.push_back('_');
@@ -386,13 +414,16 @@ NameRef Namespace::create_name(std::string_view candidate_in, const void* key, c
       auto res = std::to_chars(digits, digits + sizeof(digits), k);
       cand.resize(stem);
       cand.append(digits, static_cast<size_t>(res.ptr - digits));
-      if (illegal(cand, true)) continue;
-      if (vetoed(cand)) return NameRef();
-      auto ins = used_.insert(cand);  // one probe: test and take
-      if (ins.second) {
-        stored = ins.first;
-        break;
+      if (illegal(cand, true) || is_used(cand)) continue;
+      if (veto && (*veto)(cand)) return NameRef();
+      if (from_hint && !rules.digit_suffixed_reserved) {
+        // Recorded by the hint alone (Note [Generated name runs]).
+        stored = used_.store_unindexed(cand);
+        ++generated_;
+      } else {
+        stored = insert_indexed(cand);
       }
+      break;
     }
     if (from_hint) hint = k + 1;
     if (key) obj_to_name_.emplace(key, stored);

@@ -259,5 +259,8 @@ std::ostream& operator<<(std::ostream& os, const Graph& g);
 /// [Slab cache]; at most 256 MiB is kept). Returns the bytes released.
 /// Thread-safe.
 size_t release_slab_cache();
+/// Bytes of node slabs currently owned by live graphs (cached and never
+/// used slabs excluded), for memory accounting (Note [Slab mapping]). O(1).
+size_t slab_bytes_in_use();
 
 }  // namespace fxcpp

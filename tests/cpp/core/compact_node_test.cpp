@@ -120,3 +120,23 @@ TEST(SlabCache, ReleasedSlabsAreReusedAndCanBeFreed) {
   EXPECT_GE(release_slab_cache(), detail::kSlabBytes);
   EXPECT_EQ(release_slab_cache(), 0u);
 }
+
+TEST(CompactNode, SlabsAreCountedWhileOwned) {
+  // Note [Slab mapping]: slab_bytes_in_use() follows the slabs live graphs own.
+  release_slab_cache();
+  size_t before = slab_bytes_in_use();
+  {
+    Graph g;
+    Node* prev = g.placeholder("x");
+    for (int i = 0; i < 3000; ++i) prev = g.call_function(F(kAdd), {N(prev), I(i)});
+    size_t owned = slab_bytes_in_use() - before;
+    EXPECT_EQ(owned % detail::kSlabBytes, 0u);
+    EXPECT_EQ(owned / detail::kSlabBytes, (3002 + detail::kNodesPerSlab - 1) / detail::kNodesPerSlab);
+    // The graph and index are found from the address of a node in a mapped slab.
+    EXPECT_EQ(prev->graph(), &g);
+    EXPECT_EQ(g.node_at(prev->index()), prev);
+  }
+  EXPECT_EQ(slab_bytes_in_use(), before);
+  // Freed slabs wait in the cache and are reused by the next graph.
+  EXPECT_GT(release_slab_cache(), 0u);
+}
