@@ -315,8 +315,7 @@ const Namespace::BaseInfo* Namespace::base_info(std::string_view base) const {
 
 bool Namespace::is_used(std::string_view name) const {
   size_t p = 0, nz = 0;
-  if (!name_rules().digit_suffixed_reserved && split_suffix(name, &p, &nz) && nz == p) {
-    // canonical base_N (Note [Generated name runs])
+  if (split_suffix(name, &p, &nz) && nz == p) {  // canonical base_N (Note [Generated name runs])
     uint64_t num = 0;
     std::from_chars(name.data() + nz, name.data() + name.size(), num);
     const BaseInfo* info = base_info(name.substr(0, p - 1));

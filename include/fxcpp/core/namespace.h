@@ -232,8 +232,10 @@ class Namespace {
   // cache. used_ and the generated names are disjoint (every insertion into
   // used_ checks is_used first); generated_ counts the latter. When some
   // reserved word ends in a digit (never, with Python's keywords and
-  // builtins) a name below the hint may be free but illegal, so then nothing
-  // is generated and membership always probes.
+  // builtins) the search skips it, so a name below the hint may be free but
+  // illegal; membership then reports it taken, which only matters for a
+  // global named after that very builtin. Nothing is generated in that
+  // configuration, so no name can be handed out twice either way.
   struct BaseInfo {
     uint64_t hint = 1;
     uint64_t max_indexed = 0;
