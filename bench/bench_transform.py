@@ -35,15 +35,20 @@ LIBS = (('fxcpp', fx), ('torch.fx', tfx))
 ROWS = []
 
 
-def timeit(fn, repeat, min_time=0.05):
-    """Best (min) seconds per call of fn() over `repeat` samples (each >= min_time when cheap).
-
-    The minimum is the most stable statistic on a shared machine."""
+def _calls_per_sample(fn, min_time):
+    """Warms fn() up, then returns how many calls make a sample of >= min_time."""
     fn()
     t0 = time.perf_counter()
     fn()
     once = time.perf_counter() - t0
-    inner = max(1, int(min_time / max(once, 1e-9)))
+    return max(1, int(min_time / max(once, 1e-9)))
+
+
+def timeit(fn, repeat, min_time=0.05):
+    """Best (min) seconds per call of fn() over `repeat` samples (each >= min_time when cheap).
+
+    The minimum is the most stable statistic on a shared machine."""
+    inner = _calls_per_sample(fn, min_time)
     samples = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -60,11 +65,7 @@ def time_beyond(base, more, repeat, min_time=0.05):
     forward), and a median of pairs cannot be pulled there by one lucky
     sample."""
     base()
-    more()
-    t0 = time.perf_counter()
-    more()
-    once = time.perf_counter() - t0
-    inner = max(1, int(min_time / max(once, 1e-9)))
+    inner = _calls_per_sample(more, min_time)
     diffs = []
     for _ in range(max(repeat, 3) * 2 + 1):
         t0 = time.perf_counter()
