@@ -261,11 +261,19 @@ def write_csv(rows, path):
     os.replace(tmp, path)
 
 
+# The row suites each runner suite writes (transform reports several).
+ROW_SUITES = {"transform": {"forward", "interp", "transformer", "replace", "shape_prop"}}
+
+
 def merge_previous(rows, meta, csv_path, meta_path, suites_run):
     """Rows of suites not run now are taken from the previous latest.csv."""
+    replaced = set(suites_run)
+    for s in suites_run:
+        replaced |= ROW_SUITES.get(s, set())
+    replaced |= {r["suite"] for r in rows}
     try:
         with open(csv_path, newline="") as f:
-            old = [r for r in csv.DictReader(f) if r["suite"] not in suites_run]
+            old = [r for r in csv.DictReader(f) if r["suite"] not in replaced]
     except OSError:
         return rows, meta
     kept = [{"suite": r["suite"], "case": r["case"], "size": int(r["size"]), "unit": r["unit"],
