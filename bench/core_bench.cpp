@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "fxcpp/core/codegen.h"
@@ -99,28 +100,34 @@ void record(benchmark::State& st, int64_t n) {
   g_last_cold = nullptr;
 }
 
-// Times `op` on a freshly built chain each iteration; building and freeing
-// the graph are not timed unless `time_build` is set.
-template <typename Op>
-void on_fresh_chain(benchmark::State& st, const char* name, bool dead_half, bool time_build, Op op) {
+// Times op(state) on a fresh setup(n) each iteration; setting up and tearing
+// down are not timed. One untimed warm-up run comes first (Note [Warm-up run]).
+template <typename Setup, typename Op>
+void on_fresh(benchmark::State& st, const char* name, Setup setup, Op op) {
   int64_t n = st.range(0);
   {
-    std::unique_ptr<Graph> g;
-    if (!time_build) g = chain(n, dead_half);
-    warm_up(name, n, [&] {
-      if (time_build) g = chain(n, dead_half);
-      op(*g);
-    });
+    auto s = setup(n);
+    warm_up(name, n, [&] { op(s); });
   }
   for (auto _ : st) {
-    if (!time_build) st.PauseTiming();
-    auto g = chain(n, dead_half);
-    if (!time_build) st.ResumeTiming();
-    op(*g);
     st.PauseTiming();
-    g.reset();
+    std::optional<decltype(setup(n))> s(setup(n));
+    st.ResumeTiming();
+    op(*s);
+    st.PauseTiming();
+    s.reset();
     st.ResumeTiming();
   }
+  record(st, n);
+}
+
+// Times op() on the same chain of n nodes every iteration, after a warm-up.
+template <typename Op>
+void on_chain(benchmark::State& st, const char* name, Op op) {
+  int64_t n = st.range(0);
+  auto g = chain(n);
+  warm_up(name, n, [&] { op(*g); });
+  for (auto _ : st) op(*g);
   record(st, n);
 }
 
@@ -130,104 +137,67 @@ std::vector<Node*> node_vector(Graph& g) {
   return nodes;
 }
 
+// A chain and its nodes in order (gathered untimed).
+struct ChainNodes {
+  std::unique_ptr<Graph> g;
+  std::vector<Node*> nodes;
+};
+ChainNodes chain_nodes(int64_t n) {
+  ChainNodes c{chain(n), {}};
+  c.nodes = node_vector(*c.g);
+  return c;
+}
+
 void BM_Build(benchmark::State& st) {
-  on_fresh_chain(st, "Build", false, true, [](Graph& g) { benchmark::DoNotOptimize(&g); });
+  int64_t n = st.range(0);
+  on_fresh(st, "Build", [](int64_t) { return std::unique_ptr<Graph>(); },
+           [n](std::unique_ptr<Graph>& g) { g = chain(n); });
 }
 
 void BM_Lint(benchmark::State& st) {
-  int64_t n = st.range(0);
-  auto g = chain(n);
-  warm_up("Lint", n, [&] { lint(*g); });
-  for (auto _ : st) lint(*g);
-  record(st, n);
+  on_chain(st, "Lint", [](Graph& g) { lint(g); });
 }
 
 void BM_GraphCopy(benchmark::State& st) {
+  // the clone is destroyed untimed
   int64_t n = st.range(0);
   auto g = chain(n);
-  {
-    std::unique_ptr<Graph> c;
-    warm_up("GraphCopy", n, [&] { c = g->clone(); });
-  }
-  for (auto _ : st) {
-    auto c = g->clone();
-    benchmark::DoNotOptimize(c.get());
-    st.PauseTiming();
-    c.reset();
-    st.ResumeTiming();
-  }
-  record(st, n);
+  on_fresh(st, "GraphCopy", [](int64_t) { return std::unique_ptr<Graph>(); },
+           [&g](std::unique_ptr<Graph>& c) { c = g->clone(); });
 }
 
 void BM_Dce(benchmark::State& st) {
-  on_fresh_chain(st, "Dce", true, false, [](Graph& g) {
+  on_fresh(st, "Dce", [](int64_t n) { return chain(n, true); }, [](std::unique_ptr<Graph>& g) {
     DceOptions o;
     o.lint_first = false;
-    benchmark::DoNotOptimize(eliminate_dead_code(g, o));
+    benchmark::DoNotOptimize(eliminate_dead_code(*g, o));
   });
 }
 
 void BM_ReplaceAllUsesWith(benchmark::State& st) {
-  // every add reads x instead of its predecessor (node list gathered untimed)
-  int64_t n = st.range(0);
-  {
-    auto g = chain(n);
-    std::vector<Node*> nodes = node_vector(*g);
-    warm_up("ReplaceAllUsesWith", n, [&] {
-      for (size_t i = 1; i + 1 < nodes.size(); ++i) nodes[i]->replace_all_uses_with(nodes.front());
-    });
-  }
-  for (auto _ : st) {
-    st.PauseTiming();
-    auto g = chain(n);
-    std::vector<Node*> nodes = node_vector(*g);
-    st.ResumeTiming();
-    for (size_t i = 1; i + 1 < nodes.size(); ++i) nodes[i]->replace_all_uses_with(nodes.front());
-    st.PauseTiming();
-    g.reset();
-    st.ResumeTiming();
-  }
-  record(st, n);
+  // every add reads x instead of its predecessor
+  on_fresh(st, "ReplaceAllUsesWith", chain_nodes, [](ChainNodes& c) {
+    for (size_t i = 1; i + 1 < c.nodes.size(); ++i) c.nodes[i]->replace_all_uses_with(c.nodes.front());
+  });
 }
 
 void BM_Erase(benchmark::State& st) {
-  int64_t n = st.range(0);
-  {
-    auto g = chain(n);
-    std::vector<Node*> nodes = node_vector(*g);
-    nodes.back()->set_args({Argument::node(nodes.front())});
-    warm_up("Erase", n, [&] {
-      for (size_t i = nodes.size() - 1; i-- > 1;) g->erase_node(nodes[i]);
-    });
-  }
-  for (auto _ : st) {
-    st.PauseTiming();
-    auto g = chain(n);
-    std::vector<Node*> nodes = node_vector(*g);
-    nodes.back()->set_args({Argument::node(nodes.front())});
-    st.ResumeTiming();
-    for (size_t i = nodes.size() - 1; i-- > 1;) g->erase_node(nodes[i]);
-    st.PauseTiming();
-    g.reset();
-    st.ResumeTiming();
-  }
-  record(st, n);
+  auto setup = [](int64_t n) {
+    ChainNodes c = chain_nodes(n);
+    c.nodes.back()->set_args({Argument::node(c.nodes.front())});
+    return c;
+  };
+  on_fresh(st, "Erase", setup, [](ChainNodes& c) {
+    for (size_t i = c.nodes.size() - 1; i-- > 1;) c.g->erase_node(c.nodes[i]);
+  });
 }
 
 void BM_Iterate(benchmark::State& st) {
-  int64_t n = st.range(0);
-  auto g = chain(n);
-  warm_up("Iterate", n, [&] {
+  on_chain(st, "Iterate", [](Graph& g) {
     size_t acc = 0;
-    for (Node* v : g->nodes()) acc += v->args().size() + static_cast<size_t>(v->op());
+    for (Node* v : g.nodes()) acc += v->args().size() + static_cast<size_t>(v->op());
     benchmark::DoNotOptimize(acc);
   });
-  for (auto _ : st) {
-    size_t acc = 0;
-    for (Node* v : g->nodes()) acc += v->args().size() + static_cast<size_t>(v->op());
-    benchmark::DoNotOptimize(acc);
-  }
-  record(st, n);
 }
 
 // The memory floor of a pass over N nodes: one streaming read of
@@ -247,17 +217,10 @@ void BM_StreamFloor(benchmark::State& st) {
 }
 
 void BM_PythonCode(benchmark::State& st) {
-  int64_t n = st.range(0);
-  auto g = chain(n);
-  warm_up("PythonCode", n, [&] {
-    auto pc = python_code(*g);
+  on_chain(st, "PythonCode", [](Graph& g) {
+    auto pc = python_code(g);
     benchmark::DoNotOptimize(pc.src.data());
   });
-  for (auto _ : st) {
-    auto pc = python_code(*g);
-    benchmark::DoNotOptimize(pc.src.data());
-  }
-  record(st, n);
 }
 
 // Live bytes per node for a graph of N binary-op nodes (every allocation the

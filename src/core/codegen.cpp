@@ -239,27 +239,6 @@ class Generator {
     }
   }
 
-  // format_target(base, target) appended to out; dotted identifier paths
-  // (the common case) are written in place.
-  void format_target_to(std::string& out, std::string_view base, const std::string& target) {
-    bool plain = true;
-    size_t start = 0;
-    while (plain) {
-      size_t dot = target.find('.', start);
-      std::string_view e = std::string_view(target).substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-      plain = is_identifier(e);
-      if (dot == std::string::npos) break;
-      start = dot + 1;
-    }
-    if (!plain) {
-      out += format_target(std::string(base), target);
-      return;
-    }
-    out += base;
-    out += '.';
-    out += target;
-  }
-
   void compute_last_uses() {
     // Reverse walk: the first use met is the last use in program order. The
     // values freed after each user are the contiguous run
@@ -378,7 +357,7 @@ class Generator {
         if (args.empty()) throw std::out_of_range("call_method node without arguments");
         scratch_.clear();
         repr_to(scratch_, args[0]);
-        format_target_to(out, scratch_, node.target().str());
+        format_target_into(out, scratch_, node.target().str().get());
         out += '(';
         format_args_to(out, args, 1, node.kwargs());
         out += ')';
@@ -387,7 +366,7 @@ class Generator {
       }
       case Op::CallFunction: {
         FunctionInfo& fi = function_info(node.target().fn());
-        if (fi.magic && count_fields(fi.magic) == args.size()) {
+        if (fi.magic && fi.magic_fields == args.size()) {
           // repr(node), then the args in order, straight into the body.
           std::string& out = begin_assignment(node, ann);
           size_t k = 0;
@@ -438,7 +417,7 @@ class Generator {
       }
       case Op::CallModule: {
         std::string& out = begin_assignment(node, ann);
-        format_target_to(out, o_.root_module, node.target().str());
+        format_target_into(out, o_.root_module, node.target().str().get());
         out += '(';
         format_args_to(out, args, 0, node.kwargs());
         out += ')';
@@ -447,7 +426,7 @@ class Generator {
       }
       case Op::GetAttr: {
         std::string& out = begin_assignment(node, ann);
-        format_target_to(out, o_.root_module, node.target().str());
+        format_target_into(out, o_.root_module, node.target().str().get());
         end_piece();
         return;
       }
@@ -537,6 +516,7 @@ class Generator {
   // object (a Python call in the bindings) at every node.
   struct FunctionInfo {
     const char* magic = nullptr;
+    size_t magic_fields = 0;  // "{}" fields in magic
     const char* inplace = nullptr;
     bool have_global = false;
     std::string global;
@@ -549,6 +529,7 @@ class Generator {
     std::string opname = fn.iface()->operator_name(fn.get());
     if (!opname.empty()) {
       fi.magic = find_fmt(kMagic, sizeof(kMagic) / sizeof(kMagic[0]), opname);
+      if (fi.magic) fi.magic_fields = count_fields(fi.magic);
       if (!fi.magic) fi.inplace = find_fmt(kInplace, sizeof(kInplace) / sizeof(kInplace[0]), opname);
     }
     return fn_info_.emplace(fn.get(), std::move(fi)).first->second;
@@ -579,18 +560,37 @@ class Generator {
 
 }  // namespace
 
+void format_target_into(std::string& out, std::string_view base, std::string_view target) {
+  // Each non-identifier component wraps everything before it in getattr(...),
+  // so the wrappers are opened up front and closed in component order.
+  auto for_each_component = [&target](auto&& fn) {
+    for (size_t start = 0;;) {
+      size_t dot = target.find('.', start);
+      fn(target.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+      if (dot == std::string_view::npos) return;
+      start = dot + 1;
+    }
+  };
+  for_each_component([&out](std::string_view e) {
+    if (!is_identifier(e)) out += "getattr(";
+  });
+  out += base;
+  for_each_component([&out](std::string_view e) {
+    if (is_identifier(e)) {
+      out += '.';
+      out += e;
+    } else {
+      out += ", \"";
+      out += e;
+      out += "\")";
+    }
+  });
+}
+
 std::string format_target(const std::string& base, const std::string& target) {
-  std::string r = base;
-  size_t start = 0;
-  while (true) {
-    size_t dot = target.find('.', start);
-    std::string e = target.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (!is_identifier(e)) r = "getattr(" + r + ", \"" + e + "\")";
-    else r += "." + e;
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  return r;
+  std::string out;
+  format_target_into(out, base, target);
+  return out;
 }
 
 PythonCode python_code(const Graph& g, const PythonCodeOptions& opts) {

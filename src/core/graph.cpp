@@ -13,6 +13,11 @@ namespace fxcpp {
 
 namespace {
 constexpr uint64_t kGap = uint64_t(1) << 20;
+// The target of every output node (interned once).
+Target output_target() {
+  static const InternedString kOutput("output");
+  return Target(kOutput);
+}
 constexpr uint64_t kEnd = uint64_t(1) << 62;  // order key of the root seen as "end"
 }  // namespace
 
@@ -371,8 +376,7 @@ Node* Graph::call_module(const std::string& module, std::vector<Argument> args, 
 }
 
 Node* Graph::output(Argument result, Object type) {
-  static const InternedString kOutput("output");
-  return create_node(Op::Output, Target(kOutput), {std::move(result)}, {}, std::nullopt, std::move(type));
+  return create_node(Op::Output, output_target(), {std::move(result)}, {}, std::nullopt, std::move(type));
 }
 
 Node* Graph::node_copy(const Node& node, const std::function<Argument(Node*)>& arg_transform) {
@@ -424,31 +428,28 @@ std::unique_ptr<Graph> Graph::clone() const {
     std::vector<Node*> outputs = find_nodes(Op::Output);
     whole_namespace = outputs.empty() || (outputs.size() == 1 && outputs[0] == root_->prev());
   }
-  if (whole_namespace) {
-    g->names_.copy_from(names_);
-    for (Node* n : nodes()) {
-      NameRef name = g->names_.translate(names_, n->name_);
-      if (n->op() == Op::Output) {
-        // As output(): the first argument only; the type, not the meta.
-        std::vector<Argument> out{n->args().empty() ? Argument() : n->args()[0].map_nodes(mapped)};
-        static const InternedString kOutput("output");
-        g->make_node(Op::Output, name, Target(kOutput), std::move(out), {}, n->type());
-        break;
-      }
-      auto m = n->mapped_args_kwargs(mapped);
-      Node* c = g->make_node(n->op(), name, n->target_, std::move(m.first), std::move(m.second), n->type());
-      if (n->has_meta()) c->meta() = *n->cold_->meta;
-      map[n->index()] = c;
-    }
-    return g;
-  }
-  g->names_.reserve(size_);
+  if (whole_namespace) g->names_.copy_from(names_);
+  else g->names_.reserve(size_);
   for (Node* n : nodes()) {
     if (n->op() == Op::Output) {
-      g->output(n->args().empty() ? Argument() : n->args()[0].map_nodes(mapped), n->type());
+      // As output(): the first argument only; the type, not the meta.
+      Argument result = n->args().empty() ? Argument() : n->args()[0].map_nodes(mapped);
+      if (whole_namespace)
+        g->make_node(Op::Output, g->names_.translate(names_, n->name_), output_target(), {std::move(result)}, {},
+                     n->type());
+      else
+        g->output(std::move(result), n->type());
       break;
     }
-    map[n->index()] = g->node_copy(*n, mapped);
+    if (!whole_namespace) {
+      map[n->index()] = g->node_copy(*n, mapped);
+      continue;
+    }
+    auto m = n->mapped_args_kwargs(mapped);
+    Node* c = g->make_node(n->op(), g->names_.translate(names_, n->name_), n->target_, std::move(m.first),
+                           std::move(m.second), n->type());
+    if (n->has_meta()) c->meta() = *n->cold_->meta;
+    map[n->index()] = c;
   }
   return g;
 }

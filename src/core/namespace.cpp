@@ -117,22 +117,21 @@ uint32_t NameArena::store(std::string_view s) {
   char* base;
   size_t chunk;
   size_t off;
+  auto add_chunk = [this](size_t bytes) {
+    chunks_.emplace_back(new char[bytes]);
+    sizes_.push_back(bytes);
+    by_address_.clear();
+    bytes_ += bytes;
+    return chunks_.size() - 1;
+  };
   if (need > kChunk / 4) {
     // A chunk of its own, addressed at offset 0.
-    chunks_.emplace_back(new char[need]);
-    sizes_.push_back(need);
-    by_address_.clear();
-    bytes_ += need;
-    chunk = chunks_.size() - 1;
+    chunk = add_chunk(need);
     off = 0;
     base = chunks_.back().get();
   } else {
     if (used_ + need > kChunk) {
-      chunks_.emplace_back(new char[kChunk]);
-      sizes_.push_back(kChunk);
-      by_address_.clear();
-      bytes_ += kChunk;
-      last_regular_ = chunks_.size() - 1;
+      last_regular_ = add_chunk(kChunk);
       used_ = 0;
     }
     chunk = last_regular_;
@@ -305,6 +304,15 @@ bool split_suffix(std::string_view cand, size_t* p_out, size_t* nz_out) {
   *nz_out = nz;
   return true;
 }
+// A canonical "base_N" name (N without leading zeros): its base and N.
+bool canonical_suffix(std::string_view name, std::string_view* base, uint64_t* num) {
+  size_t p = 0, nz = 0;
+  if (!split_suffix(name, &p, &nz) || nz != p) return false;
+  *num = 0;
+  std::from_chars(name.data() + nz, name.data() + name.size(), *num);
+  *base = name.substr(0, p - 1);
+  return true;
+}
 }  // namespace
 
 const Namespace::BaseInfo* Namespace::base_info(std::string_view base) const {
@@ -314,11 +322,10 @@ const Namespace::BaseInfo* Namespace::base_info(std::string_view base) const {
 }
 
 bool Namespace::is_used(std::string_view name) const {
-  size_t p = 0, nz = 0;
-  if (split_suffix(name, &p, &nz) && nz == p) {  // canonical base_N (Note [Generated name runs])
-    uint64_t num = 0;
-    std::from_chars(name.data() + nz, name.data() + name.size(), num);
-    const BaseInfo* info = base_info(name.substr(0, p - 1));
+  std::string_view base;
+  uint64_t num;
+  if (canonical_suffix(name, &base, &num)) {  // Note [Generated name runs]
+    const BaseInfo* info = base_info(base);
     if (!info) return false;  // no b_N of this base is indexed or generated
     if (num >= 1 && num < info->hint) return true;
     if (num > info->max_indexed) return false;
@@ -327,11 +334,10 @@ bool Namespace::is_used(std::string_view name) const {
 }
 
 NameRef Namespace::insert_indexed(std::string_view name) {
-  size_t p = 0, nz = 0;
-  if (split_suffix(name, &p, &nz) && nz == p) {
-    uint64_t num = 0;
-    std::from_chars(name.data() + nz, name.data() + name.size(), num);
-    BaseInfo& info = bases_[std::string(name.substr(0, p - 1))];
+  std::string_view base;
+  uint64_t num;
+  if (canonical_suffix(name, &base, &num)) {
+    BaseInfo& info = bases_[std::string(base)];
     info.max_indexed = std::max(info.max_indexed, num);
   }
   return used_.insert(name).first;

@@ -60,6 +60,8 @@ PythonCode python_code(const Graph& g, const PythonCodeOptions& opts = {});
 
 /// torch.fx `_format_target(base, target)`: "self.a.b" or getattr(...) chains.
 std::string format_target(const std::string& base, const std::string& target);
+/// format_target, appended to `out`. O(|base| + |target|).
+void format_target_into(std::string& out, std::string_view base, std::string_view target);
 
 /// Python repr() of an argument tree, naming nodes with `node_name`.
 std::string repr_argument(const Argument& a, const std::function<std::string(const Node*)>& node_name);
