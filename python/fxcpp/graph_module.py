@@ -7,11 +7,18 @@ Behaviour mirrors ``torch.fx.graph_module`` (1.13.1).  Implementation notes:
   tracebacks, ``inspect.getsource`` and TorchScript can all see it.
 * Compiled code objects are memoised by source text: rebuilding / copying /
   unpickling a GraphModule whose code did not change skips ``compile()``.
+* The generated ``forward`` is built without ``compile()`` when its source is
+  in the straight-line subset codegen writes (Note [Direct bytecode] in
+  ``include/fxcpp/core/bytecode.h``): the C++ core assembles the very code
+  object CPython 3.11's compiler would produce.  ``_DIRECT_BYTECODE = False``
+  turns this off; ``_VERIFY_BYTECODE = True`` compares every assembled code
+  object with ``compile()``'s (the test suite runs that way).
 * With ``_LAZY_FORWARD`` (default) ``recompile`` produces the source eagerly
   but compiles it on the first lookup of ``forward``; a syntactically invalid
   generated program therefore raises on first use rather than in
   ``recompile``.  Set ``_LAZY_FORWARD = False`` for torch.fx's eager timing.
 """
+import builtins
 import copy
 import functools
 import linecache
@@ -20,7 +27,7 @@ import sys
 import traceback
 import warnings
 from pathlib import Path
-from types import CodeType
+from types import CodeType, FunctionType
 from typing import Any, Dict, List, Optional, Set, Tuple, Type, Union
 
 import torch
@@ -29,6 +36,7 @@ import torch.overrides
 from torch.nn.modules.module import _addindent
 from torch.package import Importer, PackageExporter, PackageImporter, sys_importer
 
+from . import _C
 from ._compatibility import compatibility
 from .graph import Graph, PythonCode, _PyTreeCodeGen, _custom_builtins, _is_from_torch
 
@@ -50,6 +58,8 @@ class _EvalCacheLoader(object):
         self.eval_cache: Dict[str, str] = {}
         self.next_id = 0
         self._compiled: Dict[str, Tuple[str, CodeType]] = {}
+        # source -> (key, (code, params, return annotation, prologue)) of assembled functions
+        self._assembled: Dict[str, Tuple[str, tuple]] = {}
 
     def cache(self, src: str, globals: Optional[Dict[str, Any]] = None) -> str:
         """Remember ``src`` under a fresh pseudo file name and register a lazy
@@ -92,7 +102,107 @@ class _EvalCacheLoader(object):
         return code
 
 
+    def function(self, src: str, namespace: Dict[str, Any]) -> Optional[FunctionType]:
+        """The function ``src`` defines, built from directly assembled bytecode
+        with ``namespace`` as its globals; None when ``src`` needs ``compile()``
+        (Note [Direct bytecode])."""
+        if not _direct_bytecode_enabled():
+            return None
+        entry = self._assembled.get(src)
+        if entry is None:
+            if src in self._compiled:
+                return None
+            key = f'<eval_with_key>.{self.next_id}'
+            assembled = _C._assemble_function(src, key)
+            if isinstance(assembled, str):     # outside the subset: compile()
+                return None
+            if _VERIFY_BYTECODE:
+                _check_assembled(src, key, assembled[0])
+            self.next_id += 1
+            self.eval_cache[key] = src
+            self._register(key)
+            if len(self._assembled) >= self._MAX_COMPILED:
+                self._assembled.pop(next(iter(self._assembled)), None)
+            entry = self._assembled[src] = (key, assembled)
+        elif entry[0] not in linecache.cache:     # e.g. after linecache.clearcache()
+            self._register(entry[0])
+        return _make_function(entry[1], namespace)
+
+
 _loader = _EvalCacheLoader()
+
+# Note [Direct bytecode]: switches (see the module docstring).
+_DIRECT_BYTECODE = True
+_VERIFY_BYTECODE = False
+_direct_bytecode_state: Optional[bool] = None   # the one-time probe's verdict
+
+# A probe covering every instruction shape the assembler emits.  The first use
+# in a process compares its assembled code object with compile()'s and turns
+# the fast path off for good if they differ.
+_PROBE_SRC = """
+
+
+def forward(self, x, y : torch.Tensor = None):
+    add = x + 1;  x = None
+    relu = torch.relu(add, inplace = False);  add = None
+    view = relu.view(1, -1, k = (2, 3));  relu = None
+    getattr_1 = getattr(self.layer1, "0")(view, [1, 2, 3], [view, 2], (view, 1.5), {'a': view}, {'a': 1, 'b': view})
+    getitem = getattr_1[(slice(None, 2, None), 0)];  getattr_1 = None
+    neg = -getitem ** 2 // ~view @ y;  getitem = None
+    eq = neg == 1.0;  neg = view = None
+    return (eq, None, 'tail\u00e9')
+    """
+
+
+def _check_assembled(src: str, key: str, code: CodeType) -> None:
+    module = compile(src, key, 'exec')
+    ref = next(c for c in module.co_consts if isinstance(c, CodeType))
+    fields = ('co_stacksize', 'co_nlocals', 'co_qualname', 'co_filename', 'co_linetable', 'co_code', 'co_consts')
+    if code != ref or any(getattr(code, f) != getattr(ref, f) for f in fields):
+        raise AssertionError('fxcpp: directly assembled bytecode differs from compile() for this source '
+                             '(Note [Direct bytecode]); please report it:\n' + src)
+
+
+def _direct_bytecode_enabled() -> bool:
+    global _direct_bytecode_state
+    if not _DIRECT_BYTECODE:
+        return False
+    if _direct_bytecode_state is None:
+        probe = _C._assemble_function(_PROBE_SRC, '<fxcpp probe>')
+        try:
+            if isinstance(probe, str):
+                raise AssertionError(probe)
+            _check_assembled(_PROBE_SRC, '<fxcpp probe>', probe[0])
+            _direct_bytecode_state = True
+        except AssertionError as e:
+            _direct_bytecode_state = False
+            if not str(e).startswith('direct bytecode needs'):
+                warnings.warn(f'fxcpp: direct bytecode disabled, compile() is used instead ({e})')
+    return _direct_bytecode_state
+
+
+def _make_function(assembled: tuple, namespace: Dict[str, Any]) -> FunctionType:
+    """Executing the ``def``: the function object, its defaults and its
+    annotations, evaluated in ``namespace`` (defaults first, as CPython does)."""
+    code, params, return_annotation, prologue = assembled
+    # exec() would insert the builtins the function resolves names through
+    namespace.setdefault('__builtins__', builtins.__dict__)
+    if prologue is not None:   # module-level statements before the def
+        exec(compile(prologue, code.co_filename, 'exec'), namespace)
+    fn = FunctionType(code, namespace)
+    defaults = [d for _, _, d in params if d is not None]
+    annotated = [(name, a) for name, a, _ in params if a is not None]
+    if return_annotation is not None:
+        annotated.append(('return', return_annotation))
+    if defaults or annotated:
+        text = '(({}), ({}))'.format(''.join(f'({d}),' for d in defaults),
+                                     ''.join(f'({a}),' for _, a in annotated))
+        default_values, annotation_values = eval(text, namespace)
+        if defaults:
+            fn.__defaults__ = default_values
+        if annotated:
+            fn.__annotations__ = {name: v for (name, _), v in zip(annotated, annotation_values)}
+    return fn
 
 
 def _exec_with_source(src: str, globals: Dict[str, Any]):
@@ -102,6 +212,9 @@ def _exec_with_source(src: str, globals: Dict[str, Any]):
 def _forward_from_src(src: str, globals: Dict[str, Any]):
     # work on a copy: the caller's globals stay untouched
     namespace = dict(globals)
+    fn = _loader.function(src, namespace)
+    if fn is not None:
+        return fn
     _exec_with_source(src, namespace)
     return namespace.pop('forward')
 

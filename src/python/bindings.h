@@ -141,6 +141,7 @@ int init_graph_type(PyObject* m);
 int init_transform(PyObject* m);
 /// Module functions for tooling such as DOT export (tools_bindings.cpp).
 int init_tools(PyObject* m);
+int init_code(PyObject* m);
 /// Module functions for symbolic tracing (trace_bindings.cpp).
 int init_trace(PyObject* m);
 /// The core graph of a fxcpp.Graph object (borrowed), or null with TypeError set.

@@ -78,7 +78,8 @@ PyMODINIT_FUNC PyInit__C() {
   PyObject* m = PyModule_Create(&fxcpp::py::module_def);
   if (!m) return nullptr;
   if (fxcpp::py::init_node_type(m) < 0 || fxcpp::py::init_graph_type(m) < 0 || fxcpp::py::init_transform(m) < 0 ||
-      fxcpp::py::init_tools(m) < 0 || fxcpp::py::init_trace(m) < 0) {
+      fxcpp::py::init_tools(m) < 0 || fxcpp::py::init_trace(m) < 0 ||
+      fxcpp::py::init_code(m) < 0) {
     Py_DECREF(m);
     return nullptr;
   }

@@ -37,6 +37,14 @@ def forward_mode(request, monkeypatch):
     return request.param
 
 
+@pytest.fixture(autouse=True, params=[True, False], ids=['assembled', 'compiled'])
+def bytecode_mode(request, monkeypatch):
+    """Run everything with forward built from assembled bytecode (Note
+    [Direct bytecode]) and with compile()."""
+    monkeypatch.setattr(fx_gm, '_DIRECT_BYTECODE', request.param)
+    return request.param
+
+
 # ---------------------------------------------------------------------------
 # fixtures / helpers
 # ---------------------------------------------------------------------------

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Regenerates tests/cpp/core/golden/bytecode.txt for bytecode_test.cpp.
+
+Each case is a source in the subset of Note [Direct bytecode]; the expected
+code object is whatever CPython 3.11's compile() produces for it.  Refused
+cases are sources the assembler must hand back to compile().
+Run with /usr/bin/python3 (CPython 3.11):
+    /usr/bin/python3 tests/cpp/core/golden/make_bytecode_golden.py
+"""
+import os
+import struct
+import sys
+import types
+
+assert sys.version_info[:2] == (3, 11), "the golden file records CPython 3.11 bytecode"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def fn(body, params="self, a, b", lead="\n\n\n", ret=""):
+    return (lead + f"def forward({params}){ret}:\n" + "".join("    " + line + "\n" for line in body) + "    ")
+
+
+def args(n, item="a"):
+    return ", ".join(item.format(i=i) for i in range(n))
+
+
+ACCEPTED = {
+    "binary_chain": fn(["add = a + 1;  a = None", "conjugate = add.conjugate();  add = None",
+                        "mul = conjugate * b;  conjugate = b = None", "neg = -mul;  mul = None", "return neg"]),
+    "calls": fn(["relu = torch.relu(a, inplace = False);  a = None",
+                 "view = relu.view(1, -1, k = (2, 3));  relu = None",
+                 "g = getattr(self.layer1, \"0\")(view, [1, 2, 3], [view, 2], (view, 1.5), {'a': view})",
+                 "d = f(g, {'a': g, 'b': 2}, {}, [], (), {'a': 1, 'b': 2}, {1: g})",
+                 "return (d, None)"]),
+    "subscripts": fn(["s = a[(slice(None, 2, None), 0)]", "t = a[0, 1]", "u = b[...]", "v = b[-1]",
+                      "return [s, t, u, v]"]),
+    "operators": fn(["x = a // b % 2 @ a ** b ** 2", "y = (a + b) * -a", "z = a << 1 >> b & a | b ^ ~a",
+                     "c = a != b;  e = a >= 1.5e-05", "return (x, y, z, c, e)"]),
+    "constants": fn(["x = a(1, -2, 3.0, -0.0, 0.0, 1e300, True, False, None, ..., 'a\\x00\\n\\'\\u00e9', \"it's\")",
+                     "y = [1, 1.0, True];  z = (a, (1, 2), [3, (4,)])", "return (x, y, z, 9223372036854775807)"]),
+    "globals_and_attrs": fn(["u = torch.float32;  w = inf", "v = f(dtype = torch.float32, device = device(type = 'cpu'))",
+                             "m = self.a.b.c(u);  n = f(a)(b);  o = (a).view(-1)", "return m"]),
+    "chained_frees": fn(["x = a;  a = x = None", "t : torch.Tensor = b + 1", "f(t)", "return t"]),
+    "return_forms_const": fn(["return (1, 2)"]),
+    "return_forms_none": fn(["return"]),
+    "return_forms_bare_tuple": fn(["return a, b"]),
+    "header": fn(["return x"], params="self, x : torch.Tensor, y = 1.5, z : int = 2", ret=" -> torch.Tensor"),
+    "comments_and_gaps": fn(["x = a.view(1, k = 2)", "# a comment", "", "", "", "y = x + 1  # trailing", "return y"]),
+    "line_gaps": fn(["x = a + 1", "", "y = x + 1", "", "", "z = y", "return z"]),
+    "prologue": "\ntorch.fx._symbolic_trace.wrap(\"len\")\n\n" + fn(["return len(a)"], lead=""),
+    "long_line": fn(["x = f(" + args(25, "a") + ");  " + "y = g(" + args(20, "'s{i}'") + ")", "return (x, y)"]),
+    "many_locals": "def f(a):\n" + "".join(f"    x{i} = a + {i}\n" for i in range(300)) + "    return x299\n",
+    "method_args_29": fn([f"x = a.view({args(29)})", "return x"]),
+    "method_args_30": fn([f"x = a.view({args(30)})", "return x"]),  # PUSH_NULL + LOAD_ATTR
+    "call_args_30": fn([f"x = f({args(30)})", "return x"]),
+    "method_kwargs_14": fn([f"x = a.view({args(14, 'k{i} = a')})", "return x"]),
+    "list_30": fn([f"x = torch.cat([{args(30)}])", "return x"]),
+    "list_31": fn([f"x = torch.cat([{args(31)}])", "return x"]),
+    "tuple_31": fn([f"x = f(({args(31)}))", "return x"]),
+    "const_list_40": fn([f"x = f([{args(40, '{i}')}])", "return x"]),
+    "dict_15": fn([f"x = f({{{args(15, chr(39) + 'k{i}' + chr(39) + ': a')}}})", "return x"]),
+}
+
+REFUSED = {
+    "folded_binop": (fn(["x = 1 + 2", "return x"]), "constant expression"),
+    "folded_subscript": (fn(["x = (1, 2)[0]", "return x"]), "constant subscript"),
+    "method_args_31": (fn([f"x = a.view({args(31)})", "return x"]), "CALL_FUNCTION_EX"),
+    "call_kwargs": (fn([f"x = f(a, {args(15, 'k{i} = a')})", "return x"]), "CALL_FUNCTION_EX"),
+    "dict_16": (fn([f"x = f({{{args(16, chr(39) + 'k{i}' + chr(39) + ': a')}}})", "return x"]), "big dict"),
+    "big_int": (fn(["x = 9223372036854775808", "return x"]), "64 bits"),
+    "star_params": (fn(["return args"], params="self, *args"), "star"),
+    "import_prologue": ("import torch\n" + fn(["return a"], lead=""), "prologue"),
+    "tuple_unpack": (fn(["a, b, = f(a)", "return a"]), "unexpected character"),
+    # a syntax error: compile() must be the one to report it
+    "keyword_argument": (fn(["x = f(a, not-an-identifier = a)", "return x"]), "keyword"),
+    "no_return": (fn(["x = a"]), "does not end in return"),
+    "code_after_return": (fn(["return a", "x = a"]), "after return"),
+    "chained_comparison": (fn(["x = a < b < 1", "return x"]), "chained comparison"),
+    "boolean_operator": (fn(["x = a and b", "return x"]), "outside the subset"),
+    "slice_syntax": (fn(["x = a[1:2]", "return x"]), "slice syntax"),
+    "string_prefix": (fn(["x = f(b'x')", "return x"]), "prefixed string"),
+    "augmented": (fn(["a += 1", "return a"]), "augmented assignment"),
+    "two_defs": (fn(["return a"]) + "\ndef g():\n    return 1\n", "flat function body"),
+}
+
+
+def const_text(c):
+    if c is None:
+        return "None"
+    if c is Ellipsis:
+        return "..."
+    if isinstance(c, bool):
+        return "True" if c else "False"
+    if isinstance(c, int):
+        return f"i{c}"
+    if isinstance(c, float):
+        return "f" + struct.pack("<d", c).hex()
+    if isinstance(c, str):
+        return "s" + c.encode().hex()
+    if isinstance(c, tuple):
+        return "(" + ",".join(const_text(x) for x in c) + ")"
+    raise TypeError(type(c))
+
+
+def main():
+    out = []
+    for name, src in ACCEPTED.items():
+        module = compile(src, "<golden>", "exec")
+        code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+        out.append(f"@@ accept {name}\n{src}\n@@ want\n")
+        out.append(f"code {code.co_code.hex()}\nlinetable {code.co_linetable.hex()}\n")
+        out.append(f"consts {' '.join(const_text(c) for c in code.co_consts)}\n")
+        out.append(f"names {' '.join(code.co_names)}\nvarnames {' '.join(code.co_varnames)}\n")
+        out.append(f"stacksize {code.co_stacksize}\nfirst_line {code.co_firstlineno}\n")
+        out.append(f"argcount {code.co_argcount}\n")
+    for name, (src, reason) in REFUSED.items():
+        out.append(f"@@ refuse {name}\n{src}\n@@ reason {reason}\n")
+    out.append("@@ end\n")
+    with open(os.path.join(HERE, "bytecode.txt"), "w") as f:
+        f.write("".join(out))
+
+
+if __name__ == "__main__":
+    main()
