@@ -453,3 +453,20 @@ TEST(Graph, CloneNamespaceMatchesNodeByNodeCopy) {
     }
   }
 }
+
+TEST(Lint, ManyAndRepeatedInputs) {
+  // lint finds each node's unique inputs by a short scan, then by a set past
+  // 16 of them; both must agree with the use records (first appearance order)
+  for (int count : {3, 15, 16, 17, 40}) {
+    Graph g;
+    std::vector<Argument> items;
+    std::vector<Node*> ph;
+    for (int i = 0; i < count; ++i) ph.push_back(g.placeholder("p" + std::to_string(i)));
+    for (int round = 0; round < 3; ++round)
+      for (int i = 0; i < count; ++i) items.push_back(N(ph[static_cast<size_t>((i * 7 + round) % count)]));
+    Node* c = g.call_function(F(kCat), {Argument::list(items)}, {{"dim", N(ph[0])}});
+    g.output(N(c));
+    EXPECT_EQ(c->num_inputs(), static_cast<size_t>(count));
+    lint(g);
+  }
+}
