@@ -606,7 +606,6 @@ P Assembler::parse_primary() {
     } else if (accept("(")) {
       parse_call(p);
     } else if (accept("[")) {
-      int open = static_cast<int>(pos_) - 1;
       size_t mark = scratch_.size();
       bool comma = false;
       while (!accept("]")) {
@@ -631,7 +630,6 @@ P Assembler::parse_primary() {
         // the unparenthesized tuple spans its first to its last element
         index = make_tuple(mark, exprs_[scratch_[mark]].col, exprs_[scratch_.back()].end).node;
       }
-      (void)open;
       if (is_const(p.node) && is_const(index)) refuse("constant subscript (CPython folds it)");
       int e = add_expr(EK::Subscript, p.start, static_cast<int>(pos_));
       scratch_.push_back(p.node);
@@ -934,16 +932,19 @@ int Assembler::const_slot(const BytecodeConstant& c) {
   return i;
 }
 
-int Assembler::sym(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;
   for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+int Assembler::sym(std::string_view s) {
+  uint64_t h = fnv1a(s);
   if (syms_.size() * 2 >= sym_slots_.size()) {  // grow, keeping load <= 1/2
     std::vector<int> slots(sym_slots_.empty() ? 256 : sym_slots_.size() * 2, -1);
     size_t mask = slots.size() - 1;
     for (size_t i = 0; i < syms_.size(); ++i) {
-      uint64_t g = 1469598103934665603ull;
-      for (char c : syms_[i].text) g = (g ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-      size_t k = g & mask;
+      size_t k = fnv1a(syms_[i].text) & mask;
       while (slots[k] >= 0) k = (k + 1) & mask;
       slots[k] = static_cast<int>(i);
     }
@@ -962,22 +963,23 @@ int Assembler::sym(std::string_view s) {
   }
 }
 
+// The symbol's slot in `table` (co_names or co_varnames), added on first use.
+int table_slot(int& slot, std::vector<std::string>& table, std::string_view text) {
+  if (slot < 0) {
+    slot = static_cast<int>(table.size());
+    table.emplace_back(text);
+  }
+  return slot;
+}
+
 int Assembler::name_slot(int symbol) {
   Symbol& y = syms_[static_cast<size_t>(symbol)];
-  if (y.name < 0) {
-    y.name = static_cast<int>(out_->names.size());
-    out_->names.emplace_back(y.text);
-  }
-  return y.name;
+  return table_slot(y.name, out_->names, y.text);
 }
 
 int Assembler::var_slot(int symbol) {
   Symbol& y = syms_[static_cast<size_t>(symbol)];
-  if (y.var < 0) {
-    y.var = static_cast<int>(out_->varnames.size());
-    out_->varnames.emplace_back(y.text);
-  }
-  return y.var;
+  return table_slot(y.var, out_->varnames, y.text);
 }
 
 // starunpack_helper for tuples and lists without starred items
