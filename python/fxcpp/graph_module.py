@@ -85,20 +85,28 @@ class _EvalCacheLoader(object):
         self.next_id += 1
         return key
 
+    def _hit(self, memo: Dict[str, Tuple[str, Any]], src: str) -> Optional[Any]:
+        """The memoised value for ``src``, re-registering its source with
+        linecache if that was cleared (e.g. ``linecache.clearcache()``)."""
+        hit = memo.get(src)
+        if hit is None:
+            return None
+        if hit[0] not in linecache.cache:
+            self._register(hit[0])
+        return hit[1]
+
+    def _remember(self, memo: Dict[str, Tuple[str, Any]], src: str, key: str, value: Any) -> None:
+        if len(memo) >= self._MAX_COMPILED:
+            memo.pop(next(iter(memo)), None)
+        memo[src] = (key, value)
+
     def compile(self, src: str) -> CodeType:
         """Compile ``src`` (memoised on the source text)."""
-        hit = self._compiled.get(src)
-        if hit is not None:
-            key, code = hit
-            if key not in linecache.cache:      # e.g. after linecache.clearcache()
-                self._register(key)
-            return code
-        key = self.cache(src)
-        code = compile(src, key, 'exec')
-        compiled = self._compiled
-        if len(compiled) >= self._MAX_COMPILED:
-            compiled.pop(next(iter(compiled)), None)
-        compiled[src] = (key, code)
+        code = self._hit(self._compiled, src)
+        if code is None:
+            key = self.cache(src)
+            code = compile(src, key, 'exec')
+            self._remember(self._compiled, src, key, code)
         return code
 
 
@@ -108,25 +116,18 @@ class _EvalCacheLoader(object):
         (Note [Direct bytecode])."""
         if not _direct_bytecode_enabled():
             return None
-        entry = self._assembled.get(src)
-        if entry is None:
+        assembled = self._hit(self._assembled, src)
+        if assembled is None:
             if src in self._compiled:
                 return None
-            key = f'<eval_with_key>.{self.next_id}'
+            key = f'<eval_with_key>.{self.next_id}'   # what cache() will hand out
             assembled = _C._assemble_function(src, key)
             if isinstance(assembled, str):     # outside the subset: compile()
                 return None
             if _VERIFY_BYTECODE:
                 _check_assembled(src, key, assembled[0])
-            self.next_id += 1
-            self.eval_cache[key] = src
-            self._register(key)
-            if len(self._assembled) >= self._MAX_COMPILED:
-                self._assembled.pop(next(iter(self._assembled)), None)
-            entry = self._assembled[src] = (key, assembled)
-        elif entry[0] not in linecache.cache:     # e.g. after linecache.clearcache()
-            self._register(entry[0])
-        return _make_function(entry[1], namespace)
+            self._remember(self._assembled, src, self.cache(src), assembled)
+        return _make_function(assembled, namespace)
 
 
 _loader = _EvalCacheLoader()

@@ -258,6 +258,7 @@ class Assembler {
   P parse_number();
   P parse_string();
   P make_tuple(size_t mark, int col, int end);
+  P make_pair(EK kind, uint8_t op, const P& left, const P& right, int stop);
   void parse_call(P& p);
   void parse_statement();
   void parse_header(AssembledFunction& out);
@@ -631,15 +632,21 @@ P Assembler::parse_primary() {
         index = make_tuple(mark, exprs_[scratch_[mark]].col, exprs_[scratch_.back()].end).node;
       }
       if (is_const(p.node) && is_const(index)) refuse("constant subscript (CPython folds it)");
-      int e = add_expr(EK::Subscript, p.start, static_cast<int>(pos_));
-      scratch_.push_back(p.node);
-      scratch_.push_back(index);
-      set_kids(e, scratch_.size() - 2);
-      p = P{e, p.start, static_cast<int>(pos_)};
+      p = make_pair(EK::Subscript, 0, p, P{index, 0, 0}, static_cast<int>(pos_));
     } else {
       return p;
     }
   }
+}
+
+// A node of two children (BinOp, Compare, Subscript) spanning left.start..stop.
+P Assembler::make_pair(EK kind, uint8_t op, const P& left, const P& right, int stop) {
+  int e = add_expr(kind, left.start, stop);
+  exprs_[e].op = op;
+  scratch_.push_back(left.node);
+  scratch_.push_back(right.node);
+  set_kids(e, scratch_.size() - 2);
+  return P{e, left.start, stop};
 }
 
 P Assembler::parse_power() {
@@ -647,12 +654,7 @@ P Assembler::parse_power() {
   if (!accept("**")) return base;
   P exp = parse_factor();
   if (is_const(base.node) && is_const(exp.node)) refuse("constant expression (CPython folds it)");
-  int e = add_expr(EK::BinOp, base.start, exp.stop);
-  exprs_[e].op = NB_POWER;
-  scratch_.push_back(base.node);
-  scratch_.push_back(exp.node);
-  set_kids(e, scratch_.size() - 2);
-  return P{e, base.start, exp.stop};
+  return make_pair(EK::BinOp, NB_POWER, base, exp, exp.stop);
 }
 
 P Assembler::parse_factor() {
@@ -715,12 +717,7 @@ P Assembler::parse_binary(int level) {
     if (!found) return left;
     P right = parse_binary(level + 1);
     if (is_const(left.node) && is_const(right.node)) refuse("constant expression (CPython folds it)");
-    int e = add_expr(EK::BinOp, left.start, right.stop);
-    exprs_[e].op = op;
-    scratch_.push_back(left.node);
-    scratch_.push_back(right.node);
-    set_kids(e, scratch_.size() - 2);
-    left = P{e, left.start, right.stop};
+    left = make_pair(EK::BinOp, op, left, right, right.stop);
   }
 }
 
@@ -741,12 +738,7 @@ P Assembler::parse_expr() {
     skip_space();
     if (pos_ < line_.size() && (std::strchr("<>=!", line_[pos_]) || name_start(line_[pos_])))
       refuse("chained comparison");
-    int e = add_expr(EK::Compare, left.start, right.stop);
-    exprs_[e].op = static_cast<uint8_t>(cmp);
-    scratch_.push_back(left.node);
-    scratch_.push_back(right.node);
-    set_kids(e, scratch_.size() - 2);
-    return P{e, left.start, right.stop};
+    return make_pair(EK::Compare, static_cast<uint8_t>(cmp), left, right, right.stop);
   }
   if (next_is_word()) refuse("operator outside the subset");  // and, or, if, in, is, not, for, ...
   return left;
