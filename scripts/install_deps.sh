@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages fxcpp needs, only those that are missing.
 set -euo pipefail
 PKGS="cmake g++ make python3-dev pybind11-dev python3-torch python3-torchvision libtorch-dev libgtest-dev
-      libbenchmark-dev python3-pytest python3-tabulate python3-matplotlib graphviz"
+      libbenchmark-dev python3-pytest python3-hypothesis python3-tabulate python3-matplotlib graphviz"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,0 +1,38 @@
+// The binding toolkit's out-of-line parts (Note [Binding toolkit]).
+#include "bindings.h"
+
+namespace fxcpp::py {
+
+std::string_view utf8(PyObject* s, const char* what) {
+  if (!s) throw PythonError();
+  if (!PyUnicode_Check(s)) {
+    PyErr_Format(PyExc_TypeError, "%s must be str, not %.200s", what, Py_TYPE(s)->tp_name);
+    throw PythonError();
+  }
+  Py_ssize_t n = 0;
+  const char* c = PyUnicode_AsUTF8AndSize(s, &n);
+  if (c) return std::string_view(c, static_cast<size_t>(n));
+  if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) throw PythonError();
+  // Re-raise the codec's error with the argument named in its reason, keeping
+  // the position and character information a user needs to find it.
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  Ref t = Ref::steal(type), v = Ref::steal(value), trace = Ref::steal(tb);
+  Py_ssize_t start = 0, end = 0;
+  Ref reason = Ref::steal(v ? PyUnicodeEncodeError_GetReason(v.get()) : nullptr);
+  if (!v || !reason || PyUnicodeEncodeError_GetStart(v.get(), &start) < 0 ||
+      PyUnicodeEncodeError_GetEnd(v.get(), &end) < 0) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_UnicodeEncodeError, "%s cannot be encoded as UTF-8", what);
+    throw PythonError();
+  }
+  Ref full = owned(PyUnicode_FromFormat("%U (in %s; fxcpp stores names and strings as UTF-8)", reason.get(), what));
+  Ref e = owned(PyObject_CallFunction(PyExc_UnicodeEncodeError, "sOnnO", "utf-8", s, start, end, full.get()));
+  PyErr_SetObject(PyExc_UnicodeEncodeError, e.get());
+  throw PythonError();
+}
+
+int add_functions(PyObject* m, PyMethodDef* defs) { return PyModule_AddFunctions(m, defs); }
+
+}  // namespace fxcpp::py
