@@ -3,11 +3,13 @@ PYTHON   ?= /usr/bin/python3
 JOBS     ?= 2
 BUILD    := build
 ASAN     := build-asan
+ASANPY   := build-asan-py
 PREFIX   ?= /usr/local
 export PYTHONPATH := $(CURDIR)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all deps build build-asan test test-cpp test-asan test-python demo bench bench-quick install clean
+.PHONY: all deps build build-asan build-asan-python test test-cpp test-asan test-asan-python test-python demo bench \
+        bench-quick install clean
 
 all: build
 
@@ -27,6 +29,24 @@ $(ASAN)/CMakeCache.txt: | deps
 build-asan: deps $(ASAN)/CMakeCache.txt
 	cmake --build $(ASAN) -j$(JOBS) --target fxcpp_core_tests
 
+# The extension with ASan+UBSan (-O1 keeps the Python suites fast enough for CI), written to
+# $(ASANPY)/pkg/fxcpp so the release build in python/fxcpp is untouched.
+$(ASANPY)/CMakeCache.txt: | deps
+	cmake -S . -B $(ASANPY) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" -DFXCPP_SANITIZE=ON \
+	      -DFXCPP_BUILD_TESTS=OFF -DFXCPP_BUILD_BENCH=OFF -DPython_EXECUTABLE=$(PYTHON) \
+	      -DFXCPP_PY_OUTPUT_DIR=$(CURDIR)/$(ASANPY)/pkg/fxcpp >/dev/null
+
+build-asan-python: deps $(ASANPY)/CMakeCache.txt
+	cmake --build $(ASANPY) -j$(JOBS) --target fxcpp_C
+
+# The API, hardening and fuzz suites against the sanitized extension.
+ASAN_PY_TESTS ?= $(wildcard tests/python/test_graph_api.py tests/python/test_hardening.py tests/python/test_fuzz_*.py \
+                  tests/python/test_random_api.py tests/python/test_graph_module.py tests/python/test_interpreter.py \
+                  tests/python/test_subgraph_rewriter.py tests/python/test_direct_bytecode.py tests/python/test_tracer.py)
+
+test-asan-python: build-asan-python
+	scripts/asan_python.sh $(ASANPY) $(PYTHON) $(ASAN_PY_TESTS)
+
 test-cpp: build
 	$(BUILD)/fxcpp_core_tests --gtest_brief=1
 
@@ -36,7 +56,7 @@ test-asan: build-asan
 test-python: build
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 
-test: test-cpp test-asan test-python
+test: test-cpp test-asan test-python test-asan-python
 
 demo: build
 	$(PYTHON) examples/demo.py
@@ -52,4 +72,4 @@ install: build
 	$(PYTHON) scripts/install_python.py
 
 clean:
-	rm -rf $(BUILD) $(ASAN)
+	rm -rf $(BUILD) $(ASAN) $(ASANPY)

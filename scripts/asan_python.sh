@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs pytest over the ASan+UBSan build of the extension (make test-asan-python).
+#   scripts/asan_python.sh BUILD_DIR PYTHON [pytest args...]
+# BUILD_DIR was configured with FXCPP_SANITIZE=ON and FXCPP_PY_OUTPUT_DIR=BUILD_DIR/pkg/fxcpp,
+# so the sanitized fxcpp._C sits there; this links the package's Python files beside it
+# (never copying or replacing the release extension in python/fxcpp) and preloads the
+# sanitizer runtimes, which must come first in a process whose python3 is not instrumented.
+set -euo pipefail
+build=$(realpath "$1"); python=$2; shift 2
+root=$(cd "$(dirname "$0")/.." && pwd)
+pkg=$build/pkg/fxcpp
+mkdir -p "$pkg"
+for f in "$root"/python/fxcpp/*; do
+  name=$(basename "$f")
+  case $name in _C*.so|__pycache__) continue ;; esac
+  ln -sfn "$f" "$pkg/$name"
+done
+ls "$pkg"/_C*.so >/dev/null
+asan=$(gcc -print-file-name=libasan.so)
+ubsan=$(gcc -print-file-name=libubsan.so)
+# Python and torch keep memory until exit by design, so LeakSanitizer stays off here; leaks of
+# Python objects are checked by tests/python/test_memory.py. Any ASan or UBSan report aborts
+# the run with a non-zero status (halt_on_error), so a report cannot pass unnoticed.
+# pytest runs with --capture=sys, so the runtimes' reports (written to file descriptor 2)
+# reach the terminal even when a report ends the process.
+export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:exitcode=99:verify_asan_link_order=0:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=99
+export FXCPP_PACKAGE_ROOT=$build/pkg
+export PYTHONPATH=$build/pkg
+cd "$root"
+LD_PRELOAD="$asan $ubsan" exec "$python" -m pytest -q -p no:cacheprovider --capture=sys "$@"
