@@ -405,7 +405,10 @@ def cmd_show(args) -> int:
 
 def _repo_root() -> Optional[str]:
     here = os.path.dirname(os.path.abspath(__file__))
-    cands = [os.environ.get("FXCPP_REPO"), os.path.dirname(os.path.dirname(here))]
+    # The last candidate resolves links: make test-asan-python runs a package tree whose
+    # files are links into the checkout.
+    cands = [os.environ.get("FXCPP_REPO"), os.path.dirname(os.path.dirname(here)),
+             os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))]
     try:  # an installed copy records its source checkout (scripts/install_python.py)
         with open(os.path.join(here, "_checkout")) as f:
             cands.append(f.read().strip())
