@@ -473,3 +473,55 @@ def test_transformer_on_torchvision_model():
             res.append((out.code, canon(out(x)[0, :5])))
     assert res[0][0] == res[1][0]
     torch.testing.assert_close(torch.tensor(res[0][1][3]), torch.tensor(res[1][1][3]))
+
+
+class Block(nn.Module):
+    """Residual block: fan-out of the input, a value used twice by one user."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 3, padding=1)
+        self.bn = nn.BatchNorm2d(3)
+
+    def forward(self, x, unused):
+        y = self.bn(self.conv(x))
+        z = y * y
+        return F.relu(z + x), torch.add(y, other=x, alpha=2)
+
+
+def _containers(x, y, z):
+    a = torch.cat([x, (y, [x])[0]], dim=0)
+    b = torch.stack(tensors=(a, z))
+    c = b[:, 1:2]
+    return {'c': c, 'pair': [a, (z, y)]}
+
+
+def _chain(x):
+    for _ in range(5):
+        x = x.relu() + 1
+    return x
+
+
+def _unused_values(x, y):
+    x.neg()  # a dead node: nobody frees it, and it frees nothing of its own
+    return x * 2
+
+
+@pytest.mark.parametrize('name', ['M', 'Block', 'containers', 'chain', 'unused', 'resnet18'])
+def test_user_to_last_uses_matches_torch_fx(name):
+    def make():
+        if name == 'resnet18':
+            return pytest.importorskip('torchvision').models.resnet18()
+        return {'M': M, 'Block': Block}[name]() if name in ('M', 'Block') else \
+            {'containers': _containers, 'chain': _chain, 'unused': _unused_values}[name]
+
+    results = []
+    for lib in LIBS:
+        torch.manual_seed(0)
+        gm = lib.symbolic_trace(make())
+        interp = lib.Interpreter(gm)
+        # Dict order (users in reverse graph order) and list order both matter.
+        results.append([(u.name, [n.name for n in ns]) for u, ns in interp.user_to_last_uses.items()])
+        assert all(isinstance(ns, list) for ns in interp.user_to_last_uses.values())
+        assert not hasattr(lib.Interpreter(gm, garbage_collect_values=False), 'user_to_last_uses')
+    assert results[0] == results[1]
+    assert results[0], "a graph with no uses tests nothing"
