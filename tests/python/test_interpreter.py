@@ -525,3 +525,27 @@ def test_user_to_last_uses_matches_torch_fx(name):
         assert not hasattr(lib.Interpreter(gm, garbage_collect_values=False), 'user_to_last_uses')
     assert results[0] == results[1]
     assert results[0], "a graph with no uses tests nothing"
+
+
+def _many(*args, **kwargs):
+    return (args, sorted(kwargs.items()))
+
+
+@pytest.mark.parametrize('nargs', [0, 7, 8, 9, 40])
+def test_call_with_many_arguments(nargs):
+    # The default path puts arguments on a C stack (inline up to a few, then on
+    # the heap); results and env bookkeeping must not depend on the count.
+    results = []
+    for lib in LIBS:
+        g = lib.Graph()
+        xs = [g.placeholder(f'x{i}') for i in range(3)]
+        args = tuple(xs[i % 3] for i in range(nargs))
+        kwargs = {f'k{i}': xs[(i + 1) % 3] for i in range(nargs // 2)}
+        r = g.call_function(_many, args, kwargs)
+        m = g.call_method('count', (g.call_function(list, (args,)), xs[0]))
+        g.output((r, m))
+        gm = lib.GraphModule(nn.Module(), g)
+        interp = lib.Interpreter(gm)
+        out = interp.run(1, 2, 3)
+        results.append((out, sorted(n.name for n in interp.env)))
+    assert results[0] == results[1]
