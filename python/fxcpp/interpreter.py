@@ -64,8 +64,8 @@ class Interpreter:
         self.env: Dict[Node, Any] = {}
         self.garbage_collect_values = garbage_collect_values
         if self.garbage_collect_values:
-            # user -> [values whose last use is `user`], computed in C++ by a
-            # reverse walk over the use lists (torch.fx's register_last_uses order).
+            # user -> [values whose last use is `user`], from the core pass
+            # fxcpp::last_uses (one reverse walk, torch.fx's register_last_uses order).
             self.user_to_last_uses: Dict[Node, List[Node]] = _C._interp_last_uses(self.module.graph)
 
     @compatibility(is_backward_compatible=True)

@@ -274,8 +274,10 @@ PyObject* helper(const char* name);  // borrowed; sets error if missing
 
 int init_node_type(PyObject* m);
 int init_graph_type(PyObject* m);
-/// Module functions of the transformation toolkit (transform_bindings.cpp).
-int init_transform(PyObject* m);
+/// Module functions of the Interpreter node loop (interpreter_bindings.cpp).
+int init_interpreter(PyObject* m);
+/// Module functions of the subgraph matcher and rewriter (matcher_bindings.cpp).
+int init_matcher(PyObject* m);
 /// Module functions for tooling such as DOT export (tools_bindings.cpp).
 int init_tools(PyObject* m);
 int init_code(PyObject* m);

@@ -77,7 +77,8 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fxcpp._C", "fxcpp's C++ core b
 PyMODINIT_FUNC PyInit__C() {
   PyObject* m = PyModule_Create(&fxcpp::py::module_def);
   if (!m) return nullptr;
-  if (fxcpp::py::init_node_type(m) < 0 || fxcpp::py::init_graph_type(m) < 0 || fxcpp::py::init_transform(m) < 0 ||
+  if (fxcpp::py::init_node_type(m) < 0 || fxcpp::py::init_graph_type(m) < 0 || fxcpp::py::init_interpreter(m) < 0 ||
+      fxcpp::py::init_matcher(m) < 0 ||
       fxcpp::py::init_tools(m) < 0 || fxcpp::py::init_trace(m) < 0 ||
       fxcpp::py::init_code(m) < 0) {
     Py_DECREF(m);

@@ -473,3 +473,79 @@ def test_transformer_on_torchvision_model():
             res.append((out.code, canon(out(x)[0, :5])))
     assert res[0][0] == res[1][0]
     torch.testing.assert_close(torch.tensor(res[0][1][3]), torch.tensor(res[1][1][3]))
+
+
+class Block(nn.Module):
+    """Residual block: fan-out of the input, a value used twice by one user."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 3, padding=1)
+        self.bn = nn.BatchNorm2d(3)
+
+    def forward(self, x, unused):
+        y = self.bn(self.conv(x))
+        z = y * y
+        return F.relu(z + x), torch.add(y, other=x, alpha=2)
+
+
+def _containers(x, y, z):
+    a = torch.cat([x, (y, [x])[0]], dim=0)
+    b = torch.stack(tensors=(a, z))
+    c = b[:, 1:2]
+    return {'c': c, 'pair': [a, (z, y)]}
+
+
+def _chain(x):
+    for _ in range(5):
+        x = x.relu() + 1
+    return x
+
+
+def _unused_values(x, y):
+    x.neg()  # a dead node: nobody frees it, and it frees nothing of its own
+    return x * 2
+
+
+@pytest.mark.parametrize('name', ['M', 'Block', 'containers', 'chain', 'unused', 'resnet18'])
+def test_user_to_last_uses_matches_torch_fx(name):
+    def make():
+        if name == 'resnet18':
+            return pytest.importorskip('torchvision').models.resnet18()
+        return {'M': M, 'Block': Block}[name]() if name in ('M', 'Block') else \
+            {'containers': _containers, 'chain': _chain, 'unused': _unused_values}[name]
+
+    results = []
+    for lib in LIBS:
+        torch.manual_seed(0)
+        gm = lib.symbolic_trace(make())
+        interp = lib.Interpreter(gm)
+        # Dict order (users in reverse graph order) and list order both matter.
+        results.append([(u.name, [n.name for n in ns]) for u, ns in interp.user_to_last_uses.items()])
+        assert all(isinstance(ns, list) for ns in interp.user_to_last_uses.values())
+        assert not hasattr(lib.Interpreter(gm, garbage_collect_values=False), 'user_to_last_uses')
+    assert results[0] == results[1]
+    assert results[0], "a graph with no uses tests nothing"
+
+
+def _many(*args, **kwargs):
+    return (args, sorted(kwargs.items()))
+
+
+@pytest.mark.parametrize('nargs', [0, 7, 8, 9, 40])
+def test_call_with_many_arguments(nargs):
+    # The default path puts arguments on a C stack (inline up to a few, then on
+    # the heap); results and env bookkeeping must not depend on the count.
+    results = []
+    for lib in LIBS:
+        g = lib.Graph()
+        xs = [g.placeholder(f'x{i}') for i in range(3)]
+        args = tuple(xs[i % 3] for i in range(nargs))
+        kwargs = {f'k{i}': xs[(i + 1) % 3] for i in range(nargs // 2)}
+        r = g.call_function(_many, args, kwargs)
+        m = g.call_method('count', (g.call_function(list, (args,)), xs[0]))
+        g.output((r, m))
+        gm = lib.GraphModule(nn.Module(), g)
+        interp = lib.Interpreter(gm)
+        out = interp.run(1, 2, 3)
+        results.append((out, sorted(n.name for n in interp.env)))
+    assert results[0] == results[1]

@@ -1,0 +1,29 @@
+#include "fxcpp/passes/last_uses.h"
+
+namespace fxcpp {
+
+LastUses last_uses(const Graph& g) {
+  LastUses r;
+  r.slots_.resize(g.node_capacity());
+  // Each value is freed at most once, so g.size() entries never reallocate.
+  r.freed_.reserve(g.size());
+  for (Node* user : g.nodes().reversed()) {
+    // Input use records are the unique inputs in first-appearance order over
+    // args then kwargs (Note [Use lists]), exactly torch.fx's map_arg order.
+    const auto first = static_cast<uint32_t>(r.freed_.size());
+    for (size_t i = 0, n = user->num_inputs(); i < n; ++i) {
+      Node* value = user->input_use(i).value();
+      if (value->graph() != &g) continue;
+      LastUses::Slot& s = r.slots_[value->index()];
+      if (s.last_user) continue;
+      s.last_user = user;
+      r.freed_.push_back(value);
+    }
+    LastUses::Slot& u = r.slots_[user->index()];
+    u.first_freed = first;
+    u.num_freed = static_cast<uint32_t>(r.freed_.size()) - first;
+  }
+  return r;
+}
+
+}  // namespace fxcpp
