@@ -322,7 +322,7 @@ TEST(Dce, KeepsImpureAndReportsChange) {
   Node* keep = g.call_module("side_effect", {N(x)});
   g.output(N(x));
   DceOptions opts;
-  opts.is_impure = [&](const Node& n) { return &n == keep; };
+  opts.module_is_impure = [&](const Node& n) { return &n == keep; };
   EXPECT_TRUE(eliminate_dead_code(g, opts));
   EXPECT_EQ(names(g), (std::vector<std::string>{"x", "side_effect", "output"}));
   EXPECT_FALSE(eliminate_dead_code(g, opts));
