@@ -144,7 +144,8 @@ std::string_view utf8(PyObject* s, const char* what);
 /// false with no exception set when UTF-8 cannot encode it. Throws
 /// PythonError for other failures. `s` must be a str.
 bool utf8_if_encodable(PyObject* s, std::string_view* out);
-/// Display text (str() of a graph value, for str(graph) and format_node):
+/// Display text (str()/repr() of a graph value, for str(graph), format_node and
+/// generated code; never a node name or target):
 /// the UTF-8 text of the new reference `s` (released), with lone surrogates
 /// kept as their 3-byte forms ("surrogatepass") so that a string constant
 /// torch.fx accepts prints as it does. Throws PythonError when `s` is null.

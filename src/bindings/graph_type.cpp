@@ -435,7 +435,9 @@ PyObject* graph_python_code(PyObject* self, PyObject* args) {
       PyErr_Format(PyExc_AttributeError, "'%.200s' object has no attribute 'strip'", Py_TYPE(v)->tp_name);
       throw PythonError();
     }
-    return utf8_string(v, "meta['stack_trace']");
+    // Display text, like a constant's repr: torch.fx copies it into a comment
+    // as is, lone surrogates included, and so do we.
+    return display_text_owned(Ref::borrow(v).release());
   };
   opts.hooks.wrap_fn = borrow_obj(check(helper("wrap")));
 
@@ -507,7 +509,7 @@ PyObject* graph_python_code(PyObject* self, PyObject* args) {
   PythonCode pc = python_code(*g, opts);
   Ref globals = owned(PyDict_New());
   for (auto& kv : pc.globals) check(PyDict_SetItemString(globals.get(), kv.first.c_str(), obj_ptr(kv.second)));
-  Ref src = owned(PyUnicode_FromStringAndSize(pc.src.data(), static_cast<Py_ssize_t>(pc.src.size())));
+  Ref src = owned(str_from_display_text(pc.src));  // constants' reprs are display text
   return Py_BuildValue("(OO)", src.get(), globals.get());
 }
 

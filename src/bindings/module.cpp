@@ -67,13 +67,11 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fxcpp._C", "fxcpp's C++ core b
 }  // namespace fxcpp::py
 
 PyMODINIT_FUNC PyInit__C() {
-  PyObject* m = PyModule_Create(&fxcpp::py::module_def);
+  using namespace fxcpp::py;
+  Ref m = Ref::steal(PyModule_Create(&module_def));
   if (!m) return nullptr;
-  if (fxcpp::py::add_functions(m, fxcpp::py::module_methods) < 0 || fxcpp::py::init_node_type(m) < 0 || fxcpp::py::init_graph_type(m) < 0 || fxcpp::py::init_transform(m) < 0 ||
-      fxcpp::py::init_tools(m) < 0 || fxcpp::py::init_trace(m) < 0 ||
-      fxcpp::py::init_code(m) < 0) {
-    Py_DECREF(m);
+  if (add_functions(m.get(), module_methods) < 0 || init_node_type(m.get()) < 0 || init_graph_type(m.get()) < 0 ||
+      init_transform(m.get()) < 0 || init_tools(m.get()) < 0 || init_trace(m.get()) < 0 || init_code(m.get()) < 0)
     return nullptr;
-  }
-  return m;
+  return m.release();
 }

@@ -51,7 +51,7 @@ class PyInterface final : public ObjectInterface {
   void retain(void* p) const override { Py_INCREF(static_cast<PyObject*>(p)); }
   void release(void* p) const override { Py_DECREF(static_cast<PyObject*>(p)); }
   std::string repr(void* p) const override {
-    return utf8_owned(PyObject_Repr(static_cast<PyObject*>(p)), "repr() of a graph value");
+    return display_text_owned(PyObject_Repr(static_cast<PyObject*>(p)));
   }
   std::string str(void* p) const override {
     return display_text_owned(PyObject_Str(static_cast<PyObject*>(p)));
@@ -69,7 +69,7 @@ class PyInterface final : public ObjectInterface {
     if (!ti.has_name) {
       // Re-raise Python's own AttributeError.
       Ref n = owned(PyObject_GetAttrString(static_cast<PyObject*>(p), "__name__"));
-      return utf8_owned(PyObject_Str(n.get()), "target __name__");
+      return display_text_owned(PyObject_Str(n.get()));
     }
     return ti.name;
   }
@@ -88,7 +88,7 @@ class PyInterface final : public ObjectInterface {
   }
   std::string type_repr(void* p) const override {
     PyObject* h = check(helper("_type_repr"));
-    return utf8_owned(PyObject_CallOneArg(h, static_cast<PyObject*>(p)), "type annotation");
+    return display_text_owned(PyObject_CallOneArg(h, static_cast<PyObject*>(p)));
   }
   std::vector<std::string> tuple_fields(void* p) const override {
     std::vector<std::string> out;
@@ -99,7 +99,7 @@ class PyInterface final : public ObjectInterface {
       return out;
     }
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i)
-      out.push_back(utf8_owned(PyObject_Str(PySequence_Fast_GET_ITEM(seq.get(), i)), "NamedTuple field name"));
+      out.push_back(display_text_owned(PyObject_Str(PySequence_Fast_GET_ITEM(seq.get(), i))));
     return out;
   }
   std::string annotation(void* p, const AddGlobalFn& add_global) const override {
@@ -140,9 +140,9 @@ class PyInterface final : public ObjectInterface {
       PyErr_SetString(PyExc_RuntimeError, "_target_info must return a 6-tuple");
       throw PythonError();
     }
-    static const char* const kWhat[] = {"target __name__", "target qualified name", "target printed name",
-                                        "target operator name", "target qualified reference"};
-    auto s = [&](int i) { return utf8_owned(PyObject_Str(PyTuple_GET_ITEM(t.get(), i)), kWhat[i]); };
+    // Display text: these names are printed or sanitized into identifiers,
+    // never stored as node names or targets.
+    auto s = [&](int i) { return display_text_owned(PyObject_Str(PyTuple_GET_ITEM(t.get(), i))); };
     ti.has_name = PyTuple_GET_ITEM(t.get(), 0) != Py_None;
     ti.name = ti.has_name ? s(0) : std::string();
     ti.qualified_name = s(1);
