@@ -184,8 +184,11 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
   std::optional<std::string> nm;
   if (name && name != Py_None) {
     if (!PyUnicode_Check(name)) {
-      // torch.fx's Namespace.create_name applies a regex to the name.
-      PyErr_Format(PyExc_TypeError, "expected string or bytes-like object, got '%.200s'", Py_TYPE(name)->tp_name);
+      // torch.fx's Namespace.create_name applies a str regex to the name.
+      if (PyObject_CheckBuffer(name))
+        PyErr_SetString(PyExc_TypeError, "cannot use a string pattern on a bytes-like object");
+      else
+        PyErr_Format(PyExc_TypeError, "expected string or bytes-like object, got '%.200s'", Py_TYPE(name)->tp_name);
       return nullptr;
     }
     nm = utf8_string(name, "create_node name");
