@@ -53,6 +53,11 @@ namespace fxcpp::py {
 //   raises TypeError and a string UTF-8 cannot encode (lone surrogates)
 //   raises UnicodeEncodeError; both name `what` (the argument), never a C++
 //   message such as "basic_string: construction from null".
+// * Display text is not a name: str()/repr() of graph values, printed
+//   targets, type annotations and stack traces go through
+//   `display_text_owned` / `str_from_display_text`, which keep lone
+//   surrogates (as torch.fx prints them) by the "surrogatepass" codec. Names,
+//   targets and kwargs keys stored in the core always go through `utf8`.
 // * Functions and methods are registered through `def<F>(name, flags)`, which
 //   wraps F so that any C++ exception becomes the matching Python exception
 //   (set_python_error_from_cpp) at one boundary; `guard<F>` does the same for
