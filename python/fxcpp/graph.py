@@ -22,7 +22,7 @@ from . import _C
 from . import _pytree as fx_pytree
 from ._compatibility import compatibility
 from .node import Argument, Node, Target, _get_qualified_name, _type_repr, map_arg, _pretty_print_target
-from .node import _side_effectful_functions
+from .node import _side_effectful_functions, _module_is_impure
 from .immutable_collections import immutable_dict, immutable_list
 
 if TYPE_CHECKING:
@@ -457,6 +457,7 @@ def _install_helpers():
         '_type_repr': _type_repr,
         '_target_info': _target_info,
         '_bad_target': _bad_target,
+        '_module_is_impure': _module_is_impure,
         '_origin_type': _origin_type,
         '_copy': copy.copy,
         'CodeGen': CodeGen,

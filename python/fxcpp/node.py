@@ -108,6 +108,15 @@ def _pretty_print_target(target) -> str:
     return _get_qualified_name(target)
 
 
+def _module_is_impure(node: 'Node') -> bool:
+    """call_module impurity, asked by the core's Node::is_impure: the submodule's ``_is_impure``."""
+    owner = node.graph.owning_module
+    assert owner is not None, "self.graph.owning_module not set for purity check"
+    submodule = owner.get_submodule(node.target)
+    assert submodule is not None, f"Did not find expected submodule target {node.target}"
+    return getattr(submodule, "_is_impure", False)
+
+
 @compatibility(is_backward_compatible=True)
 class Node(_C.NodeBase):
     """A node of an fxcpp :class:`Graph` (see torch.fx.Node).
@@ -134,19 +143,8 @@ class Node(_C.NodeBase):
 
     @compatibility(is_backward_compatible=False)
     def is_impure(self):
-        """True for nodes dead-code elimination must keep."""
-        op = self.op
-        if op == "placeholder" or op == "output":
-            return True
-        if op == "call_function":
-            return self.target in _side_effectful_functions
-        if op != "call_module":
-            return False
-        owner = self.graph.owning_module
-        assert owner is not None, "self.graph.owning_module not set for purity check"
-        submodule = owner.get_submodule(self.target)
-        assert submodule is not None, f"Did not find expected submodule target {self.target}"
-        return getattr(submodule, "_is_impure", False)
+        """True for nodes dead-code elimination must keep (decided by the C++ core's Node::is_impure)."""
+        return self._is_impure()
 
     @compatibility(is_backward_compatible=False)
     def normalized_arguments(self, root, arg_types=None, kwarg_types=None,

@@ -53,6 +53,11 @@ namespace fxcpp::py {
 //   raises TypeError and a string UTF-8 cannot encode (lone surrogates)
 //   raises UnicodeEncodeError; both name `what` (the argument), never a C++
 //   message such as "basic_string: construction from null".
+// * Display text is not a name: str()/repr() of graph values, printed
+//   targets, type annotations and stack traces go through
+//   `display_text_owned` / `str_from_display_text`, which keep lone
+//   surrogates (as torch.fx prints them) by the "surrogatepass" codec. Names,
+//   targets and kwargs keys stored in the core always go through `utf8`.
 // * Functions and methods are registered through `def<F>(name, flags)`, which
 //   wraps F so that any C++ exception becomes the matching Python exception
 //   (set_python_error_from_cpp) at one boundary; `guard<F>` does the same for
@@ -139,6 +144,20 @@ inline Ref owned(PyObject* o) { return Ref::steal(check(o)); }
 /// TypeError ("<what> must be str, not T") for a non-str, or UnicodeEncodeError
 /// naming `what` for a string UTF-8 cannot encode (lone surrogates).
 std::string_view utf8(PyObject* s, const char* what);
+/// For values that may legitimately hold lone surrogates (graph constants):
+/// sets `*out` to the UTF-8 text of str `s` and returns true, or returns
+/// false with no exception set when UTF-8 cannot encode it. Throws
+/// PythonError for other failures. `s` must be a str.
+bool utf8_if_encodable(PyObject* s, std::string_view* out);
+/// Display text (str()/repr() of a graph value, for str(graph), format_node and
+/// generated code; never a node name or target):
+/// the UTF-8 text of the new reference `s` (released), with lone surrogates
+/// kept as their 3-byte forms ("surrogatepass") so that a string constant
+/// torch.fx accepts prints as it does. Throws PythonError when `s` is null.
+std::string display_text_owned(PyObject* s);
+/// A new str from text assembled from display_text_owned pieces (decoded
+/// "surrogatepass": identical to strict UTF-8 for text without surrogates).
+PyObject* str_from_display_text(std::string_view text);
 /// `utf8` copied into a std::string.
 inline std::string utf8_string(PyObject* s, const char* what) { return std::string(utf8(s, what)); }
 /// `utf8` of a new reference (a call result such as PyObject_Repr), released
@@ -250,6 +269,10 @@ PyObject* graph_pyobject(Graph* g);
 inline bool is_node(PyObject* o) { return PyObject_TypeCheck(o, NodeBaseType); }
 /// The live core node of a wrapper; sets RuntimeError and returns null if detached.
 Node* node_of(PyObject* o);
+/// Node::ModuleImpurityFn of the package: the package helper
+/// `_module_is_impure(node)` (torch.fx's owning-module assertions and the
+/// submodule's `_is_impure`). Throws PythonError when it raises.
+bool py_module_is_impure(const Node& n);
 
 /// Python value -> Argument. `canonical` (optional) is cleared when
 /// from_arg(result) would not be equal to the input object structurally.

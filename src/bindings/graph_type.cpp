@@ -34,18 +34,12 @@ class Link final : public GraphObserver {
 PyGraph* as_pygraph(PyObject* o) { return reinterpret_cast<PyGraph*>(o); }
 
 PyObject* graph_new(PyTypeObject* type, PyObject*, PyObject*) {
-  PyObject* self = type->tp_alloc(type, 0);
-  if (!self) return nullptr;
-  PyGraph* g = as_pygraph(self);
-  try {
-    g->graph = new Graph();
-    g->link = new Link(self);
-  } catch (...) {
-    Py_DECREF(self);
-    return PyErr_NoMemory();
-  }
+  Ref self = owned(type->tp_alloc(type, 0));
+  PyGraph* g = as_pygraph(self.get());
+  g->graph = new Graph();
+  g->link = new Link(self.get());  // on failure the dealloc deletes the graph
   g->graph->set_observer(g->link);
-  return self;
+  return self.release();
 }
 
 int graph_init(PyObject*, PyObject*, PyObject*) { return 0; }
@@ -143,20 +137,36 @@ bool parse_fast(const char* fname, PyObject* const* args, Py_ssize_t nargs, PyOb
 
 // ------------------------------------------------------------------ methods
 
+// The argument name used in errors about a string target, per op.
+const char* target_what(Op op) {
+  switch (op) {
+    case Op::Placeholder: return "placeholder name";
+    case Op::GetAttr: return "get_attr target";
+    case Op::CallFunction: return "call_function target";
+    case Op::CallMethod: return "call_method target";
+    case Op::CallModule: return "call_module target";
+    case Op::Output: return "output target";
+    case Op::Root: break;
+  }
+  return "target";
+}
+
+// A string target (interned from the UTF-8 text) or a callable one.
+Target to_target(PyObject* target, const char* what) {
+  if (PyUnicode_Check(target)) return Target(InternedString(utf8(target, what)));
+  return Target(borrow_obj(target));
+}
+
 PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject* a[6];
   if (!parse_fast("create_node", fargs, nargs, kwnames, {"op", "target", "args", "kwargs", "name", "type_expr"}, 2, a))
     return nullptr;
   PyObject *op_o = a[0], *target = a[1], *args = a[2], *kwargs = a[3], *name = a[4], *type_expr = a[5];
   Graph* g = graph_of(self);
-  FXCPP_TRY
+  // Every opcode is ASCII: a str that is not can only fail torch.fx's
+  // `assert op in (...)`, never needs encoding.
   std::optional<Op> op;
-  if (PyUnicode_Check(op_o)) {
-    Py_ssize_t len;
-    const char* s = PyUnicode_AsUTF8AndSize(op_o, &len);
-    if (!s) return nullptr;
-    op = parse_op(std::string_view(s, static_cast<size_t>(len)));
-  }
+  if (PyUnicode_Check(op_o) && PyUnicode_IS_ASCII(op_o)) op = parse_op(utf8(op_o, "create_node op"));
   if (!op) {
     PyErr_SetNone(PyExc_AssertionError);
     return nullptr;
@@ -174,10 +184,14 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
   std::optional<std::string> nm;
   if (name && name != Py_None) {
     if (!PyUnicode_Check(name)) {
-      PyErr_SetString(PyExc_TypeError, "expected string or bytes-like object");
+      // torch.fx's Namespace.create_name applies a str regex to the name.
+      if (PyObject_CheckBuffer(name))
+        PyErr_SetString(PyExc_TypeError, "cannot use a string pattern on a bytes-like object");
+      else
+        PyErr_Format(PyExc_TypeError, "expected string or bytes-like object, got '%.200s'", Py_TYPE(name)->tp_name);
       return nullptr;
     }
-    nm = PyUnicode_AsUTF8(name);
+    nm = utf8_string(name, "create_node name");
   }
   if (!ok) {
     // torch.fx names the node before validating its target; so do we.
@@ -185,22 +199,12 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
       PyErr_SetNone(PyExc_AssertionError);  // torch.fx's _target_to_str assertion
       return nullptr;
     }
-    std::string cand;
-    if (nm) {
-      cand = *nm;
-    } else if (str_target) {
-      std::string t = PyUnicode_AsUTF8(target);
-      if (t.size() >= 4 && t.rfind("__", 0) == 0 && t.compare(t.size() - 2, 2, "__") == 0) t = t.substr(2, t.size() - 4);
-      cand = snake_case(t);
-    } else {
-      cand = snake_case(py_iface()->name(target));
-    }
+    std::string cand = nm ? *nm : Graph::target_to_str(to_target(target, target_what(*op)));
     std::string uniq = g->names().create_name(cand, nullptr).str();
-    PyObject* h = helper("_bad_target");
-    if (!h) return nullptr;
-    PyObject* r = PyObject_CallFunction(h, "OsOO", self, uniq.c_str(), target,
-                                        *op == Op::CallFunction ? Py_True : Py_False);
-    Py_XDECREF(r);
+    Ref r = Ref::steal(PyObject_CallFunction(check(helper("_bad_target")), "OsOO", self, uniq.c_str(), target,
+                                             *op == Op::CallFunction ? Py_True : Py_False));
+    if (!r) return nullptr;
+    PyErr_SetString(PyExc_RuntimeError, "_bad_target returned instead of raising");
     return nullptr;
   }
   // The Python args tuple is not kept: node.args is rebuilt from the core on
@@ -210,11 +214,10 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
   if (args && args != Py_None) av = tuple_to_args(args, nullptr);
   KwArgs kv;
   if (kwargs && kwargs != Py_None) kv = dict_to_kwargs(kwargs);
-  Target t = str_target ? Target(std::string(PyUnicode_AsUTF8(target))) : Target(borrow_obj(target));
+  Target t = to_target(target, target_what(*op));
   Object ty = (type_expr && type_expr != Py_None) ? borrow_obj(type_expr) : Object();
   Node* n = g->create_node(*op, std::move(t), std::move(av), std::move(kv), nm, std::move(ty));
   return wrap_node(n);
-  FXCPP_CATCH(nullptr)
 }
 
 PyObject* graph_erase_node(PyObject* self, PyObject* node) {
@@ -229,22 +232,16 @@ PyObject* graph_erase_node(PyObject* self, PyObject* node) {
     PyErr_SetString(PyExc_RuntimeError, "erase_node: the node does not belong to this graph");
     return nullptr;
   }
-  FXCPP_TRY
   if (n->num_users() > 0) {
     // torch.fx's message: users printed as a dict of nodes.
-    PyObject* users = PyObject_GetAttrString(node, "users");
-    if (!users) return nullptr;
-    PyObject* r = PyObject_Repr(users);
-    Py_DECREF(users);
-    if (!r) return nullptr;
+    Ref users = owned(PyObject_GetAttrString(node, "users"));
+    Ref r = owned(PyObject_Repr(users.get()));
     PyErr_Format(PyExc_RuntimeError, "Tried to erase Node %s but it still had %zu users in the graph: %U!",
-                 n->name_c_str(), n->num_users(), r);
-    Py_DECREF(r);
+                 n->name_c_str(), n->num_users(), r.get());
     return nullptr;
   }
   g->erase_node(n);
   Py_RETURN_NONE;
-  FXCPP_CATCH(nullptr)
 }
 
 PyObject* graph_set_insert_point(PyObject* self, PyObject* args) {
@@ -271,36 +268,26 @@ PyObject* graph_set_insert_point(PyObject* self, PyObject* args) {
 
 PyObject* graph_insert_point(PyObject* self, PyObject*) {
   Graph* g = graph_of(self);
-  FXCPP_TRY
-  PyObject* w = wrap_node(g->insert_anchor());
-  return Py_BuildValue("(NO)", w, g->insert_after() ? Py_True : Py_False);
-  FXCPP_CATCH(nullptr)
+  Ref w = Ref::steal(wrap_node(g->insert_anchor()));
+  return Py_BuildValue("(OO)", w.get(), g->insert_after() ? Py_True : Py_False);
 }
 
-PyObject* copy_meta(PyObject* src_w, PyObject* dst_w) {
+// Copies the Python meta of wrapper `src_w` onto wrapper `dst_w` (torch.fx
+// node_copy: `copy.copy(node.meta)`).
+void copy_meta(PyObject* src_w, PyObject* dst_w) {
   auto* s = reinterpret_cast<PyNode*>(src_w);
   auto* d = reinterpret_cast<PyNode*>(dst_w);
-  if (!s->meta) return dst_w;
-  PyObject* m = PyDict_CheckExact(s->meta) ? PyDict_Copy(s->meta) : nullptr;
-  if (!m) {
-    PyObject* h = helper("_copy");
-    if (!h) return nullptr;
-    m = PyObject_CallOneArg(h, s->meta);
-    if (!m) return nullptr;
-  }
-  Py_XSETREF(d->meta, m);
-  return dst_w;
+  if (!s->meta) return;
+  Ref m = PyDict_CheckExact(s->meta) ? owned(PyDict_Copy(s->meta))
+                                     : owned(PyObject_CallOneArg(check(helper("_copy")), s->meta));
+  Py_XSETREF(d->meta, m.release());
 }
 
 std::function<Argument(Node*)> py_transform(PyObject* fn) {
   return [fn](Node* n) -> Argument {
-    PyObject* w = wrap_node(n);
-    PyObject* r = PyObject_CallOneArg(fn, w);
-    Py_DECREF(w);
-    if (!r) throw PythonError();
-    Argument a = to_arg(r);
-    Py_DECREF(r);
-    return a;
+    Ref w = Ref::steal(wrap_node(n));
+    Ref r = owned(PyObject_CallOneArg(fn, w.get()));
+    return to_arg(r.get());
   };
 }
 
@@ -315,17 +302,12 @@ PyObject* graph_node_copy(PyObject* self, PyObject* args, PyObject* kw) {
   }
   Node* src = reinterpret_cast<PyNode*>(node)->node;
   if (!src) return node_of(node), nullptr;
-  FXCPP_TRY
   std::function<Argument(Node*)> tf;
   if (fn != Py_None) tf = py_transform(fn);
   Node* n = graph_of(self)->node_copy(*src, tf);
-  PyObject* w = wrap_node(n);
-  if (!copy_meta(node, w)) {
-    Py_DECREF(w);
-    return nullptr;
-  }
-  return w;
-  FXCPP_CATCH(nullptr)
+  Ref w = Ref::steal(wrap_node(n));
+  copy_meta(node, w.get());
+  return w.release();
 }
 
 PyObject* graph_graph_copy(PyObject* self, PyObject* args, PyObject* kw) {
@@ -346,7 +328,6 @@ PyObject* graph_graph_copy(PyObject* self, PyObject* args, PyObject* kw) {
   }
   Graph* src = graph_of(other);
   Graph* dst = graph_of(self);
-  FXCPP_TRY
   std::unordered_map<const Node*, Argument> vm;
   {
     Py_ssize_t pos = 0;
@@ -357,231 +338,156 @@ PyObject* graph_graph_copy(PyObject* self, PyObject* args, PyObject* kw) {
       if (kn && kn->graph() == src) vm.emplace(kn, to_arg(v));
     }
   }
-  size_t before = dst->size();
   const Node* out_node = nullptr;
   std::optional<Argument> rv = dst->graph_copy(*src, vm, &out_node);
-  (void)before;
   // Write back the new mappings (in source order) and copy Python metadata.
   for (Node* s : src->nodes()) {
     if (s->op() == Op::Output) break;
-    PyObject* sw = wrap_node(s);
-    int has = PyDict_Contains(val_map, sw);
-    if (has < 0) {
-      Py_DECREF(sw);
-      return nullptr;
-    }
-    if (has) {
-      Py_DECREF(sw);
-      continue;
-    }
+    Ref sw = Ref::steal(wrap_node(s));
+    if (check(PyDict_Contains(val_map, sw.get()))) continue;
     const Argument& mapped = vm.at(s);
-    PyObject* dw = from_arg(mapped);
-    if (mapped.is_node() && !copy_meta(sw, dw)) {
-      Py_DECREF(sw);
-      Py_DECREF(dw);
-      return nullptr;
-    }
-    int rc = PyDict_SetItem(val_map, sw, dw);
-    Py_DECREF(sw);
-    Py_DECREF(dw);
-    if (rc < 0) return nullptr;
+    Ref dw = Ref::steal(from_arg(mapped));
+    if (mapped.is_node()) copy_meta(sw.get(), dw.get());
+    check(PyDict_SetItem(val_map, sw.get(), dw.get()));
   }
   if (!rv) Py_RETURN_NONE;
-  PyObject* r = from_arg(*rv);
-  if (!return_output) return r;
-  PyObject* ow = wrap_node(const_cast<Node*>(out_node));
-  return Py_BuildValue("(NN)", r, ow);
-  FXCPP_CATCH(nullptr)
+  Ref r = Ref::steal(from_arg(*rv));
+  if (!return_output) return r.release();
+  Ref ow = Ref::steal(wrap_node(const_cast<Node*>(out_node)));
+  return Py_BuildValue("(OO)", r.get(), ow.get());
 }
 
 PyObject* graph_lint_core(PyObject* self, PyObject*) {
-  FXCPP_TRY
   lint(*graph_of(self));
   Py_RETURN_NONE;
-  FXCPP_CATCH(nullptr)
 }
 
 PyObject* graph_dce(PyObject* self, PyObject*) {
-  Graph* g = graph_of(self);
-  FXCPP_TRY
   DceOptions opts;
   opts.lint_first = false;  // the Python layer lints (with its module checks) first
-  opts.is_impure = [](const Node& n) -> bool {
-    if (n.op() != Op::CallModule) return false;
-    PyObject* w = wrap_node(const_cast<Node*>(&n));
-    PyObject* r = PyObject_CallMethod(w, "is_impure", nullptr);
-    Py_DECREF(w);
-    if (!r) throw PythonError();
-    int t = PyObject_IsTrue(r);
-    Py_DECREF(r);
-    if (t < 0) throw PythonError();
-    return t == 1;
-  };
-  bool changed = eliminate_dead_code(*g, opts);
-  return PyBool_FromLong(changed);
-  FXCPP_CATCH(nullptr)
+  opts.module_is_impure = py_module_is_impure;
+  return PyBool_FromLong(eliminate_dead_code(*graph_of(self), opts));
 }
 
 PyObject* graph_str(PyObject* self) {
-  FXCPP_TRY
-  std::string s = graph_of(self)->to_string();
-  return PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
-  FXCPP_CATCH(nullptr)
+  return str_from_display_text(graph_of(self)->to_string());
 }
 
-PyObject* method_if_overridden(PyObject* codegen, const char* name) {
-  // Returns a bound method when type(codegen).name is not CodeGen's own.
-  PyObject* base = helper("CodeGen");
-  if (!base) return nullptr;
-  PyObject* mine = PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(codegen)), name);
-  PyObject* theirs = PyObject_GetAttrString(base, name);
-  if (!mine || !theirs) {
-    Py_XDECREF(mine);
-    Py_XDECREF(theirs);
-    return nullptr;
-  }
-  bool same = mine == theirs;
-  Py_DECREF(mine);
-  Py_DECREF(theirs);
-  if (same) Py_RETURN_NONE;
-  return PyObject_GetAttrString(codegen, name);
+// A bound method when type(codegen).name is not CodeGen's own, else None.
+Ref method_if_overridden(PyObject* codegen, const char* name) {
+  PyObject* base = check(helper("CodeGen"));
+  Ref mine = owned(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(codegen)), name));
+  Ref theirs = owned(PyObject_GetAttrString(base, name));
+  if (mine.get() == theirs.get()) return Ref::borrow(Py_None);
+  return owned(PyObject_GetAttrString(codegen, name));
 }
 
-struct PyRef {
-  PyObject* p = nullptr;
-  ~PyRef() { Py_XDECREF(p); }
-};
-
-std::vector<std::string> list_to_strings(PyObject* l) {
+std::vector<std::string> list_to_strings(PyObject* l, const char* what) {
   std::vector<std::string> out;
-  PyObject* seq = PySequence_Fast(l, "expected a list of str");
-  if (!seq) throw PythonError();
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
-    const char* c = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
-    if (!c) {
-      Py_DECREF(seq);
-      throw PythonError();
-    }
-    out.emplace_back(c);
-  }
-  Py_DECREF(seq);
+  Ref seq = owned(PySequence_Fast(l, "expected a list of str"));
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+  out.reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) out.emplace_back(utf8(PySequence_Fast_GET_ITEM(seq.get(), i), what));
   return out;
 }
 
-PyObject* strings_to_list(const std::vector<std::string>& v) {
-  PyObject* l = PyList_New(static_cast<Py_ssize_t>(v.size()));
-  if (!l) throw PythonError();
-  for (size_t i = 0; i < v.size(); ++i) {
-    PyObject* s = PyUnicode_FromStringAndSize(v[i].data(), static_cast<Py_ssize_t>(v[i].size()));
-    if (!s) {
-      Py_DECREF(l);
-      throw PythonError();
-    }
-    PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), s);
-  }
+Ref strings_to_list(const std::vector<std::string>& v) {
+  Ref l = owned(PyList_New(static_cast<Py_ssize_t>(v.size())));
+  for (size_t i = 0; i < v.size(); ++i)
+    PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i),
+                    check(PyUnicode_FromStringAndSize(v[i].data(), static_cast<Py_ssize_t>(v[i].size()))));
   return l;
 }
 
-std::string to_str(PyObject* r) {
-  if (!r) throw PythonError();
-  const char* c = PyUnicode_AsUTF8(r);
-  if (!c) {
-    Py_DECREF(r);
-    throw PythonError();
-  }
-  std::string s(c);
-  Py_DECREF(r);
-  return s;
+// An interned str kept for the process lifetime (dict keys read per node).
+PyObject* static_key(PyObject*& slot, const char* text) {
+  if (!slot) slot = check(PyUnicode_InternFromString(text));
+  return slot;
+}
+PyObject* g_key_is_wrapped = nullptr;
+PyObject* g_key_stack_trace = nullptr;
+
+// The value of meta[key] (borrowed; null when absent or meta is not a dict).
+PyObject* meta_item(const Node& n, PyObject* key) {
+  auto* w = pynode_of(n.binding());
+  if (!w || !w->meta || !PyDict_Check(w->meta)) return nullptr;
+  PyObject* v = PyDict_GetItemWithError(w->meta, key);
+  if (!v && PyErr_Occurred()) throw PythonError();
+  return v;
 }
 
 // _python_code(root_module, verbose, codegen) -> (src, globals)
 PyObject* graph_python_code(PyObject* self, PyObject* args) {
-  const char* root_module;
+  PyObject* root_module;
   int verbose;
   PyObject* codegen;
-  if (!PyArg_ParseTuple(args, "spO:_python_code", &root_module, &verbose, &codegen)) return nullptr;
+  if (!PyArg_ParseTuple(args, "OpO:_python_code", &root_module, &verbose, &codegen)) return nullptr;
   Graph* g = graph_of(self);
-  FXCPP_TRY
   PythonCodeOptions opts;
-  opts.root_module = root_module;
+  opts.root_module = utf8_string(root_module, "root_module");
   opts.verbose = verbose != 0;
   opts.hooks.is_wrapped = [](const Node& n) {
-    auto* w = pynode_of(n.binding());
-    if (!w || !w->meta) return false;
-    PyObject* v = PyDict_GetItemString(w->meta, "is_wrapped");
-    return v && PyObject_IsTrue(v) == 1;
+    PyObject* v = meta_item(n, static_key(g_key_is_wrapped, "is_wrapped"));
+    return v && check(PyObject_IsTrue(v)) == 1;
   };
   opts.hooks.stack_trace = [](const Node& n) -> std::optional<std::string> {
-    auto* w = pynode_of(n.binding());
-    if (!w || !w->meta) return std::nullopt;
-    PyObject* v = PyDict_GetItemString(w->meta, "stack_trace");
-    if (!v || !PyUnicode_Check(v)) return std::nullopt;
-    return std::string(PyUnicode_AsUTF8(v));
+    PyObject* v = meta_item(n, static_key(g_key_stack_trace, "stack_trace"));
+    if (!v || !check(PyObject_IsTrue(v))) return std::nullopt;
+    if (!PyUnicode_Check(v)) {
+      // torch.fx calls node.stack_trace.strip().
+      PyErr_Format(PyExc_AttributeError, "'%.200s' object has no attribute 'strip'", Py_TYPE(v)->tp_name);
+      throw PythonError();
+    }
+    // Display text, like a constant's repr: torch.fx copies it into a comment
+    // as is, lone surrogates included, and so do we.
+    return display_text_owned(Ref::borrow(v).release());
   };
-  PyObject* wrap = helper("wrap");
-  if (!wrap) return nullptr;
-  opts.hooks.wrap_fn = borrow_obj(wrap);
+  opts.hooks.wrap_fn = borrow_obj(check(helper("wrap")));
 
-  PyRef gen_fn_def, gen_out, add_globals, body_tf;
+  Ref gen_fn_def, gen_out, add_globals, body_tf;
   if (codegen != Py_None) {
-    if (!(gen_fn_def.p = method_if_overridden(codegen, "gen_fn_def"))) return nullptr;
-    if (!(gen_out.p = method_if_overridden(codegen, "generate_output"))) return nullptr;
-    if (!(add_globals.p = method_if_overridden(codegen, "additional_globals"))) return nullptr;
-    body_tf.p = PyObject_GetAttrString(codegen, "_body_transformer");
-    if (!body_tf.p) PyErr_Clear();
+    gen_fn_def = method_if_overridden(codegen, "gen_fn_def");
+    gen_out = method_if_overridden(codegen, "generate_output");
+    add_globals = method_if_overridden(codegen, "additional_globals");
+    body_tf = Ref::steal(PyObject_GetAttrString(codegen, "_body_transformer"));
+    if (!body_tf) PyErr_Clear();
   }
-  std::function<std::string(const Node*)> node_namer;
-  if (gen_fn_def.p != Py_None && gen_fn_def.p) {
-    PyObject* f = gen_fn_def.p;
+  if (gen_fn_def && gen_fn_def.get() != Py_None) {
+    PyObject* f = gen_fn_def.get();
     opts.hooks.gen_fn_def = [f](std::vector<std::string>& free_vars, const std::string& ret) {
-      PyObject* l = strings_to_list(free_vars);
-      PyObject* r = PyObject_CallFunction(f, "Os", l, ret.c_str());
-      free_vars = list_to_strings(l);
-      Py_DECREF(l);
-      return to_str(r);
+      Ref l = strings_to_list(free_vars);
+      Ref r = owned(PyObject_CallFunction(f, "Os#", l.get(), ret.data(), static_cast<Py_ssize_t>(ret.size())));
+      free_vars = list_to_strings(l.get(), "gen_fn_def free_vars item");
+      return utf8_string(r.get(), "gen_fn_def() result");
     };
   }
-  if (gen_out.p != Py_None && gen_out.p) {
-    PyObject* f = gen_out.p;
-    opts.hooks.generate_output = [f, &node_namer](const Argument& out, const ArgReprFn&) {
-      PyObject* o = from_arg(out);
-      PyObject* r = PyObject_CallOneArg(f, o);
-      Py_DECREF(o);
-      return to_str(r);
+  if (gen_out && gen_out.get() != Py_None) {
+    PyObject* f = gen_out.get();
+    opts.hooks.generate_output = [f](const Argument& out, const ArgReprFn&) {
+      Ref o = Ref::steal(from_arg(out));
+      return utf8_owned(PyObject_CallOneArg(f, o.get()), "generate_output() result");
     };
   }
-  if (add_globals.p != Py_None && add_globals.p) {
-    PyObject* f = add_globals.p;
+  if (add_globals && add_globals.get() != Py_None) {
+    PyObject* f = add_globals.get();
     opts.hooks.additional_globals = [f]() {
       std::vector<std::pair<std::string, Object>> out;
-      PyObject* r = PyObject_CallNoArgs(f);
-      if (!r) throw PythonError();
-      PyObject* seq = PySequence_Fast(r, "additional_globals() must return a sequence");
-      Py_DECREF(r);
-      if (!seq) throw PythonError();
-      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
-        PyObject* item = PySequence_Fast_GET_ITEM(seq, i);
+      Ref r = owned(PyObject_CallNoArgs(f));
+      Ref seq = owned(PySequence_Fast(r.get(), "additional_globals() must return a sequence"));
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i) {
         PyObject *k, *v;
-        if (!PyArg_ParseTuple(item, "OO", &k, &v)) {
-          Py_DECREF(seq);
-          throw PythonError();
-        }
-        out.emplace_back(PyUnicode_AsUTF8(k), borrow_obj(v));
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq.get(), i), "OO", &k, &v)) throw PythonError();
+        out.emplace_back(utf8(k, "additional_globals() name"), borrow_obj(v));
       }
-      Py_DECREF(seq);
       return out;
     };
   }
-  if (body_tf.p && body_tf.p != Py_None) {
-    PyObject* f = body_tf.p;
+  if (body_tf && body_tf.get() != Py_None) {
+    PyObject* f = body_tf.get();
     opts.hooks.body_transformer = [f](std::vector<std::string> body) {
-      PyObject* l = strings_to_list(body);
-      PyObject* r = PyObject_CallOneArg(f, l);
-      Py_DECREF(l);
-      if (!r) throw PythonError();
-      auto out = list_to_strings(r);
-      Py_DECREF(r);
-      return out;
+      Ref l = strings_to_list(body);
+      Ref r = owned(PyObject_CallOneArg(f, l.get()));
+      return list_to_strings(r.get(), "body transformer result item");
     };
   }
   // While Python hooks run, repr(node) must give codegen names. The core
@@ -595,97 +501,77 @@ PyObject* graph_python_code(PyObject* self, PyObject* args) {
     auto inner = opts.hooks.generate_output;
     opts.hooks.generate_output = [inner, &current_repr, &via_gen](const Argument& out, const ArgReprFn& repr) {
       current_repr = &repr;
-      const auto* saved = g_codegen_node_repr;
+      struct Restore {
+        const std::function<std::string(const Node*)>* saved = g_codegen_node_repr;
+        ~Restore() { g_codegen_node_repr = saved; }
+      } restore;
       g_codegen_node_repr = &via_gen;
-      try {
-        std::string s = inner(out, repr);
-        g_codegen_node_repr = saved;
-        return s;
-      } catch (...) {
-        g_codegen_node_repr = saved;
-        throw;
-      }
+      return inner(out, repr);
     };
   }
   PythonCode pc = python_code(*g, opts);
-  PyObject* globals = PyDict_New();
-  if (!globals) return nullptr;
-  for (auto& kv : pc.globals) {
-    if (PyDict_SetItemString(globals, kv.first.c_str(), obj_ptr(kv.second)) < 0) {
-      Py_DECREF(globals);
-      return nullptr;
-    }
-  }
-  PyObject* src = PyUnicode_FromStringAndSize(pc.src.data(), static_cast<Py_ssize_t>(pc.src.size()));
-  if (!src) {
-    Py_DECREF(globals);
-    return nullptr;
-  }
-  return Py_BuildValue("(NN)", src, globals);
-  FXCPP_CATCH(nullptr)
+  Ref globals = owned(PyDict_New());
+  for (auto& kv : pc.globals) check(PyDict_SetItemString(globals.get(), kv.first.c_str(), obj_ptr(kv.second)));
+  Ref src = owned(str_from_display_text(pc.src));  // constants' reprs are display text
+  return Py_BuildValue("(OO)", src.get(), globals.get());
 }
 
 PyObject* graph_find_nodes(PyObject* self, PyObject* args, PyObject* kw) {
   static const char* kwlist[] = {"op", "target", "sort", nullptr};
-  const char* op_s;
+  PyObject* op_o = nullptr;
   PyObject* target = nullptr;
   int sort = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$sOp:find_nodes", const_cast<char**>(kwlist), &op_s, &target, &sort))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOp:find_nodes", const_cast<char**>(kwlist), &op_o, &target, &sort))
     return nullptr;
-  auto op = parse_op(op_s);
+  if (!op_o) {
+    PyErr_SetString(PyExc_TypeError, "find_nodes() missing required keyword-only argument: 'op'");
+    return nullptr;
+  }
+  auto op = parse_op(utf8(op_o, "find_nodes op"));
   if (!op) return PyList_New(0);
-  FXCPP_TRY
   std::vector<Node*> found;
   if (target && target != Py_None) {
-    Target t = PyUnicode_Check(target) ? Target(std::string(PyUnicode_AsUTF8(target))) : Target(borrow_obj(target));
+    Target t = to_target(target, "find_nodes target");
     found = graph_of(self)->find_nodes(*op, &t);
   } else {
     found = graph_of(self)->find_nodes(*op);
   }
-  PyObject* l = PyList_New(static_cast<Py_ssize_t>(found.size()));
-  if (!l) return nullptr;
-  for (size_t i = 0; i < found.size(); ++i) PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), wrap_node(found[i]));
-  return l;
-  FXCPP_CATCH(nullptr)
+  Ref l = owned(PyList_New(static_cast<Py_ssize_t>(found.size())));
+  for (size_t i = 0; i < found.size(); ++i) PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i), wrap_node(found[i]));
+  return l.release();
 }
 
 PyObject* get_nodes(PyObject* self, void*) { return node_list_of(self); }
 PyObject* get_len(PyObject* self, void*) { return PyLong_FromSize_t(graph_of(self)->size()); }
-PyObject* get_root(PyObject* self, void*) {
-  FXCPP_TRY
-  return wrap_node(graph_of(self)->root());
-  FXCPP_CATCH(nullptr)
-}
+PyObject* get_root(PyObject* self, void*) { return wrap_node(graph_of(self)->root()); }
 
 PyGetSetDef graph_getset[] = {
-    {"nodes", get_nodes, nullptr, "The nodes, in order (iterable, reversible, len()).", nullptr},
-    {"_len", get_len, nullptr, nullptr, nullptr},
-    {"_root", get_root, nullptr, nullptr, nullptr},
+    {"nodes", guard<get_nodes>, nullptr, "The nodes, in order (iterable, reversible, len()).", nullptr},
+    {"_len", guard<get_len>, nullptr, nullptr, nullptr},
+    {"_root", guard<get_root>, nullptr, nullptr, nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyMethodDef graph_methods[] = {
-    {"create_node", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(graph_create_node)),
-     METH_FASTCALL | METH_KEYWORDS, "create_node(op, target, args=None, kwargs=None, name=None, type_expr=None)"},
-    {"erase_node", graph_erase_node, METH_O, "Erase a node without users."},
-    {"_set_insert_point", graph_set_insert_point, METH_VARARGS, nullptr},
-    {"_insert_point", graph_insert_point, METH_NOARGS, nullptr},
-    {"node_copy", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(graph_node_copy)),
-     METH_VARARGS | METH_KEYWORDS, "Copy a node into this graph."},
-    {"graph_copy", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(graph_graph_copy)),
-     METH_VARARGS | METH_KEYWORDS, "Copy all nodes of g into this graph."},
-    {"_lint_core", graph_lint_core, METH_NOARGS, nullptr},
-    {"_dce_core", graph_dce, METH_NOARGS, nullptr},
-    {"_python_code", graph_python_code, METH_VARARGS, nullptr},
-    {"find_nodes", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(graph_find_nodes)),
-     METH_VARARGS | METH_KEYWORDS, "find_nodes(*, op, target=None, sort=True): nodes by op (and target)."},
-    {nullptr, nullptr, 0, nullptr}};
+    def<graph_create_node>("create_node", METH_FASTCALL | METH_KEYWORDS,
+                           "create_node(op, target, args=None, kwargs=None, name=None, type_expr=None)"),
+    def<graph_erase_node>("erase_node", METH_O, "Erase a node without users."),
+    def<graph_set_insert_point>("_set_insert_point", METH_VARARGS),
+    def<graph_insert_point>("_insert_point", METH_NOARGS),
+    def<graph_node_copy>("node_copy", METH_VARARGS | METH_KEYWORDS, "Copy a node into this graph."),
+    def<graph_graph_copy>("graph_copy", METH_VARARGS | METH_KEYWORDS, "Copy all nodes of g into this graph."),
+    def<graph_lint_core>("_lint_core", METH_NOARGS),
+    def<graph_dce>("_dce_core", METH_NOARGS),
+    def<graph_python_code>("_python_code", METH_VARARGS),
+    def<graph_find_nodes>("find_nodes", METH_VARARGS | METH_KEYWORDS,
+                          "find_nodes(*, op, target=None, sort=True): nodes by op (and target)."),
+    kEndOfMethods};
 
-PyType_Slot graph_slots[] = {{Py_tp_new, reinterpret_cast<void*>(graph_new)},
+PyType_Slot graph_slots[] = {{Py_tp_new, reinterpret_cast<void*>(guard<graph_new>)},
                              {Py_tp_init, reinterpret_cast<void*>(graph_init)},
                              {Py_tp_dealloc, reinterpret_cast<void*>(graph_dealloc)},
                              {Py_tp_traverse, reinterpret_cast<void*>(graph_traverse)},
                              {Py_tp_clear, reinterpret_cast<void*>(graph_clear)},
-                             {Py_tp_str, reinterpret_cast<void*>(graph_str)},
+                             {Py_tp_str, reinterpret_cast<void*>(guard<graph_str>)},
                              {Py_tp_getset, graph_getset},
                              {Py_tp_methods, graph_methods},
                              {0, nullptr}};

@@ -1,4 +1,9 @@
 // fxcpp._C module definition.
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
 #include "bindings.h"
 
 namespace fxcpp::py {
@@ -26,35 +31,23 @@ PyObject* set_classes(PyObject*, PyObject* args) {
 PyObject* set_name_rules(PyObject*, PyObject* args) {
   PyObject *names, *custom;
   if (!PyArg_ParseTuple(args, "OO:_set_name_rules", &names, &custom)) return nullptr;
-  FXCPP_TRY
-  NameRules& r = name_rules();
-  PyObject* it = PyObject_GetIter(names);
-  if (!it) return nullptr;
   std::unordered_set<std::string> b;
-  while (PyObject* s = PyIter_Next(it)) {
-    const char* c = PyUnicode_AsUTF8(s);
-    if (c) b.insert(c);
-    Py_DECREF(s);
-  }
-  Py_DECREF(it);
+  Ref it = owned(PyObject_GetIter(names));
+  while (Ref s = Ref::steal(PyIter_Next(it.get()))) b.emplace(utf8(s.get(), "builtin name"));
   if (PyErr_Occurred()) return nullptr;
-  r.builtins = std::move(b);
   std::vector<std::pair<std::string, Object>> cb;
-  PyObject* seq = PySequence_Fast(custom, "custom builtins must be a sequence");
-  if (!seq) return nullptr;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+  Ref seq = owned(PySequence_Fast(custom, "custom builtins must be a sequence"));
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i) {
     PyObject *k, *v;
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "OO", &k, &v)) {
-      Py_DECREF(seq);
-      return nullptr;
-    }
-    cb.emplace_back(PyUnicode_AsUTF8(k), borrow_obj(v));
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq.get(), i), "OO", &k, &v)) return nullptr;
+    cb.emplace_back(utf8(k, "custom builtin name"), borrow_obj(v));
   }
-  Py_DECREF(seq);
+  // Nothing is changed unless every input converted.
+  NameRules& r = name_rules();
+  r.builtins = std::move(b);
   r.custom_builtins = std::move(cb);
   r.refresh();
   Py_RETURN_NONE;
-  FXCPP_CATCH(nullptr)
 }
 
 PyObject* clear_caches(PyObject*, PyObject*) {
@@ -62,27 +55,24 @@ PyObject* clear_caches(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
-PyMethodDef module_methods[] = {
-    {"_set_classes", set_classes, METH_VARARGS, nullptr},
-    {"_set_name_rules", set_name_rules, METH_VARARGS, nullptr},
-    {"_clear_caches", clear_caches, METH_NOARGS, nullptr},
-    {nullptr, nullptr, 0, nullptr}};
+PyMethodDef module_methods[] = {def<set_classes>("_set_classes", METH_VARARGS),
+                                def<set_name_rules>("_set_name_rules", METH_VARARGS),
+                                def<clear_caches>("_clear_caches", METH_NOARGS),
+                                kEndOfMethods};
 
-PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fxcpp._C", "fxcpp's C++ core bindings.", -1, module_methods,
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fxcpp._C", "fxcpp's C++ core bindings.", -1, nullptr,
                           nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 }  // namespace fxcpp::py
 
 PyMODINIT_FUNC PyInit__C() {
-  PyObject* m = PyModule_Create(&fxcpp::py::module_def);
+  using namespace fxcpp::py;
+  Ref m = Ref::steal(PyModule_Create(&module_def));
   if (!m) return nullptr;
-  if (fxcpp::py::init_node_type(m) < 0 || fxcpp::py::init_graph_type(m) < 0 || fxcpp::py::init_interpreter(m) < 0 ||
-      fxcpp::py::init_matcher(m) < 0 ||
-      fxcpp::py::init_tools(m) < 0 || fxcpp::py::init_trace(m) < 0 ||
-      fxcpp::py::init_code(m) < 0) {
-    Py_DECREF(m);
+  if (add_functions(m.get(), module_methods) < 0 || init_node_type(m.get()) < 0 || init_graph_type(m.get()) < 0 ||
+      init_interpreter(m.get()) < 0 || init_matcher(m.get()) < 0 || init_tools(m.get()) < 0 ||
+      init_trace(m.get()) < 0 || init_code(m.get()) < 0)
     return nullptr;
-  }
-  return m;
+  return m.release();
 }

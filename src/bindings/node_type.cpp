@@ -43,6 +43,12 @@ Node* node_of(PyObject* o) {
   return n;
 }
 
+bool py_module_is_impure(const Node& n) {
+  Ref w = Ref::steal(wrap_node(const_cast<Node*>(&n)));
+  Ref r = owned(PyObject_CallOneArg(check(helper("_module_is_impure")), w.get()));
+  return check(PyObject_IsTrue(r.get())) == 1;
+}
+
 PyNodeAux& node_aux(PyNode* p) {
   if (!p->aux) {
     p->aux = static_cast<PyNodeAux*>(PyMem_Calloc(1, sizeof(PyNodeAux)));
@@ -156,25 +162,22 @@ PyObject* get_name(PyObject* self, void*) {
     Py_INCREF(p->aux->name_cache);
     return p->aux->name_cache;
   }
-  FXCPP_TRY
   PyNodeAux& aux = node_aux(p);
-  PyObject* s = PyUnicode_FromStringAndSize(n->name().data(), static_cast<Py_ssize_t>(n->name().size()));
-  if (!s) return nullptr;
+  PyObject* s = check(PyUnicode_FromStringAndSize(n->name().data(), static_cast<Py_ssize_t>(n->name().size())));
   Py_XSETREF(aux.name_cache, s);
   p->b.dirty &= ~NodeBinding::kAttrs;
   Py_INCREF(s);
   return s;
-  FXCPP_CATCH(nullptr)
 }
 
 int set_name(PyObject* self, PyObject* v, void*) {
   Node* n = live_node(self);
   if (!n) return -1;
-  if (!v || !PyUnicode_Check(v)) {
-    PyErr_SetString(PyExc_TypeError, "Node.name must be a str");
+  if (!v) {
+    PyErr_SetString(PyExc_AttributeError, "cannot delete Node.name");
     return -1;
   }
-  n->set_name(PyUnicode_AsUTF8(v));  // marks the name cache dirty
+  n->set_name(utf8(v, "Node.name"));  // marks the name cache dirty
   return 0;
 }
 
@@ -197,7 +200,7 @@ int set_target(PyObject* self, PyObject* v, void*) {
     PyErr_SetString(PyExc_AttributeError, "cannot delete Node.target");
     return -1;
   }
-  if (PyUnicode_Check(v)) n->set_target(Target(std::string(PyUnicode_AsUTF8(v))));
+  if (PyUnicode_Check(v)) n->set_target(Target(InternedString(utf8(v, "Node.target"))));
   else n->set_target(Target(borrow_obj(v)));
   return 0;
 }
@@ -210,13 +213,11 @@ PyObject* get_args(PyObject* self, void*) {
     Py_INCREF(p->args_cache);
     return p->args_cache;
   }
-  FXCPP_TRY
   PyObject* t = args_to_tuple(n->args());
   Py_XSETREF(p->args_cache, t);
   p->b.dirty &= ~NodeBinding::kArgs;
   Py_INCREF(t);
   return t;
-  FXCPP_CATCH(nullptr)
 }
 
 PyObject* get_kwargs(PyObject* self, void*) {
@@ -227,13 +228,10 @@ PyObject* get_kwargs(PyObject* self, void*) {
     Py_INCREF(p->aux->kwargs_cache);
     return p->aux->kwargs_cache;
   }
-  FXCPP_TRY
-  PyObject* d = kwargs_to_dict(n->kwargs());
-  Py_XSETREF(node_aux(p).kwargs_cache, d);
+  Ref d = Ref::steal(kwargs_to_dict(n->kwargs()));
+  Py_XSETREF(node_aux(p).kwargs_cache, d.new_ref());
   p->b.dirty &= ~NodeBinding::kKwargs;
-  Py_INCREF(d);
-  return d;
-  FXCPP_CATCH(nullptr)
+  return d.release();
 }
 
 int set_args(PyObject* self, PyObject* v, void*) {
@@ -244,17 +242,14 @@ int set_args(PyObject* self, PyObject* v, void*) {
     PyErr_SetString(PyExc_AttributeError, "cannot delete Node.args");
     return -1;
   }
-  FXCPP_TRY
   bool canonical = PyTuple_CheckExact(v);
   std::vector<Argument> a;
   if (PyTuple_Check(v)) {
     a = tuple_to_args(v, &canonical);
   } else {
     // torch.fx maps whatever it is given; a list becomes a tuple of its items.
-    PyObject* t = PySequence_Tuple(v);
-    if (!t) return -1;
-    a = tuple_to_args(t, nullptr);
-    Py_DECREF(t);
+    Ref t = owned(PySequence_Tuple(v));
+    a = tuple_to_args(t.get(), nullptr);
     canonical = false;
   }
   n->set_args(std::move(a));
@@ -264,7 +259,6 @@ int set_args(PyObject* self, PyObject* v, void*) {
     p->b.dirty &= ~NodeBinding::kArgs;
   }
   return 0;
-  FXCPP_CATCH(-1)
 }
 
 int set_kwargs(PyObject* self, PyObject* v, void*) {
@@ -274,10 +268,8 @@ int set_kwargs(PyObject* self, PyObject* v, void*) {
     PyErr_SetString(PyExc_TypeError, "Node.kwargs must be a dict");
     return -1;
   }
-  FXCPP_TRY
   n->set_kwargs(dict_to_kwargs(v));
   return 0;
-  FXCPP_CATCH(-1)
 }
 
 PyObject* get_users(PyObject* self, void*) {
@@ -288,66 +280,46 @@ PyObject* get_users(PyObject* self, void*) {
     Py_INCREF(p->aux->users_cache);
     return p->aux->users_cache;
   }
-  FXCPP_TRY
-  PyObject* d = PyDict_New();
-  if (!d) return nullptr;
+  Ref d = owned(PyDict_New());
   for (Node* u : n->users()) {
-    PyObject* w = wrap_node(u);
-    int rc = PyDict_SetItem(d, w, Py_None);
-    Py_DECREF(w);
-    if (rc < 0) {
-      Py_DECREF(d);
-      return nullptr;
-    }
+    Ref w = Ref::steal(wrap_node(u));
+    check(PyDict_SetItem(d.get(), w.get(), Py_None));
   }
-  Py_XSETREF(node_aux(p).users_cache, d);
+  Py_XSETREF(node_aux(p).users_cache, d.new_ref());
   p->b.dirty &= ~NodeBinding::kUsers;
-  Py_INCREF(d);
-  return d;
-  FXCPP_CATCH(nullptr)
+  return d.release();
 }
 
 PyObject* get_input_nodes_dict(PyObject* self, void*) {
   Node* n = live_node(self);
   if (!n) return nullptr;
-  FXCPP_TRY
-  PyObject* d = PyDict_New();
-  if (!d) return nullptr;
+  Ref d = owned(PyDict_New());
   for (Node* i : n->all_input_nodes()) {
-    PyObject* w = wrap_node(i);
-    PyDict_SetItem(d, w, Py_None);
-    Py_DECREF(w);
+    Ref w = Ref::steal(wrap_node(i));
+    check(PyDict_SetItem(d.get(), w.get(), Py_None));
   }
-  return d;
-  FXCPP_CATCH(nullptr)
+  return d.release();
 }
 
 PyObject* get_all_input_nodes(PyObject* self, void*) {
   Node* n = live_node(self);
   if (!n) return nullptr;
-  FXCPP_TRY
   auto ins = n->all_input_nodes();
-  PyObject* l = PyList_New(static_cast<Py_ssize_t>(ins.size()));
-  if (!l) return nullptr;
-  for (size_t i = 0; i < ins.size(); ++i) PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), wrap_node(ins[i]));
-  return l;
-  FXCPP_CATCH(nullptr)
+  Ref l = owned(PyList_New(static_cast<Py_ssize_t>(ins.size())));
+  for (size_t i = 0; i < ins.size(); ++i) PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i), wrap_node(ins[i]));
+  return l.release();
 }
 
 PyObject* get_next(PyObject* self, void*) {
   Node* n = live_node(self);
   if (!n) return nullptr;
-  FXCPP_TRY
   return wrap_node(n->next());
-  FXCPP_CATCH(nullptr)
 }
 
 PyObject* get_prev(PyObject* self, void*) {
   Node* n = live_node(self);
   if (!n) return nullptr;
-  FXCPP_TRY
   return wrap_node(n->prev());
-  FXCPP_CATCH(nullptr)
 }
 
 PyObject* get_graph(PyObject* self, void*) {
@@ -395,24 +367,24 @@ PyObject* get_erased(PyObject* self, void*) {
 }
 
 PyGetSetDef node_getset[] = {
-    {"op", get_op, nullptr, "opcode", nullptr},
-    {"name", get_name, set_name, "unique value name", nullptr},
-    {"target", get_target, set_target, "call target", nullptr},
-    {"args", get_args, set_args, "positional arguments (assigning rewires users)", nullptr},
-    {"kwargs", get_kwargs, set_kwargs, "keyword arguments (assigning rewires users)", nullptr},
-    {"_args", get_args, nullptr, nullptr, nullptr},
-    {"_kwargs", get_kwargs, nullptr, nullptr, nullptr},
-    {"users", get_users, nullptr, "dict of users, in torch.fx order", nullptr},
-    {"_input_nodes", get_input_nodes_dict, nullptr, nullptr, nullptr},
-    {"all_input_nodes", get_all_input_nodes, nullptr, "unique input nodes", nullptr},
-    {"next", get_next, nullptr, "next node (the graph root at the end)", nullptr},
-    {"prev", get_prev, nullptr, "previous node (the graph root at the start)", nullptr},
-    {"_next", get_next, nullptr, nullptr, nullptr},
-    {"_prev", get_prev, nullptr, nullptr, nullptr},
-    {"graph", get_graph, nullptr, "owning Graph", nullptr},
-    {"meta", get_meta, set_meta, "metadata dict", nullptr},
-    {"type", get_type, set_type, "type annotation", nullptr},
-    {"_erased", get_erased, nullptr, nullptr, nullptr},
+    {"op", guard<get_op>, nullptr, "opcode", nullptr},
+    {"name", guard<get_name>, guard<set_name>, "unique value name", nullptr},
+    {"target", guard<get_target>, guard<set_target>, "call target", nullptr},
+    {"args", guard<get_args>, guard<set_args>, "positional arguments (assigning rewires users)", nullptr},
+    {"kwargs", guard<get_kwargs>, guard<set_kwargs>, "keyword arguments (assigning rewires users)", nullptr},
+    {"_args", guard<get_args>, nullptr, nullptr, nullptr},
+    {"_kwargs", guard<get_kwargs>, nullptr, nullptr, nullptr},
+    {"users", guard<get_users>, nullptr, "dict of users, in torch.fx order", nullptr},
+    {"_input_nodes", guard<get_input_nodes_dict>, nullptr, nullptr, nullptr},
+    {"all_input_nodes", guard<get_all_input_nodes>, nullptr, "unique input nodes", nullptr},
+    {"next", guard<get_next>, nullptr, "next node (the graph root at the end)", nullptr},
+    {"prev", guard<get_prev>, nullptr, "previous node (the graph root at the start)", nullptr},
+    {"_next", guard<get_next>, nullptr, nullptr, nullptr},
+    {"_prev", guard<get_prev>, nullptr, nullptr, nullptr},
+    {"graph", guard<get_graph>, nullptr, "owning Graph", nullptr},
+    {"meta", guard<get_meta>, guard<set_meta>, "metadata dict", nullptr},
+    {"type", guard<get_type>, guard<set_type>, "type annotation", nullptr},
+    {"_erased", guard<get_erased>, nullptr, nullptr, nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyMemberDef node_members[] = {
@@ -426,10 +398,8 @@ PyObject* node_repr(PyObject* self) {
   Node* n = live_node(self);
   if (!n) return nullptr;
   if (g_codegen_node_repr) {
-    FXCPP_TRY
     std::string s = (*g_codegen_node_repr)(n);
     return PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
-    FXCPP_CATCH(nullptr)
   }
   return get_name(self, nullptr);
 }
@@ -459,17 +429,14 @@ PyObject* node_prepend(PyObject* self, PyObject* xo) {
       return nullptr;
     Py_RETURN_NONE;
   }
-  FXCPP_TRY
   n->prepend(x);
   Py_RETURN_NONE;
-  FXCPP_CATCH(nullptr)
 }
 
 PyObject* node_append(PyObject* self, PyObject* xo) {
   Node* n = live_node(self);
   Node* x;
   if (!n || !same_graph_or_fail(n, xo, &x)) return nullptr;
-  FXCPP_TRY
   Node* nx = n->next();
   if (nx == x) {
     if (PyErr_WarnEx(PyExc_UserWarning,
@@ -479,7 +446,6 @@ PyObject* node_append(PyObject* self, PyObject* xo) {
   }
   n->append(x);
   Py_RETURN_NONE;
-  FXCPP_CATCH(nullptr)
 }
 
 PyObject* node_replace_all_uses_with(PyObject* self, PyObject* args, PyObject* kw) {
@@ -490,27 +456,20 @@ PyObject* node_replace_all_uses_with(PyObject* self, PyObject* args, PyObject* k
     return nullptr;
   Node* n = live_node(self);
   if (!n) return nullptr;
-  FXCPP_TRY
   Argument w = to_arg(with);
   std::function<bool(Node*)> filter;
   if (cb && cb != Py_None) {
     filter = [cb](Node* u) {
-      PyObject* wu = wrap_node(u);
-      PyObject* r = PyObject_CallOneArg(cb, wu);
-      Py_DECREF(wu);
-      if (!r) throw PythonError();
-      int t = PyObject_IsTrue(r);
-      Py_DECREF(r);
-      if (t < 0) throw PythonError();
-      return t == 1;
+      Ref wu = Ref::steal(wrap_node(u));
+      Ref r = owned(PyObject_CallOneArg(cb, wu.get()));
+      return check(PyObject_IsTrue(r.get())) == 1;
     };
   }
   std::vector<Node*> changed = n->replace_all_uses_with(w, filter);
-  PyObject* l = PyList_New(static_cast<Py_ssize_t>(changed.size()));
-  if (!l) return nullptr;
-  for (size_t i = 0; i < changed.size(); ++i) PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), wrap_node(changed[i]));
-  return l;
-  FXCPP_CATCH(nullptr)
+  Ref l = owned(PyList_New(static_cast<Py_ssize_t>(changed.size())));
+  for (size_t i = 0; i < changed.size(); ++i)
+    PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i), wrap_node(changed[i]));
+  return l.release();
 }
 
 PyObject* node_replace_input_with(PyObject* self, PyObject* args) {
@@ -522,12 +481,10 @@ PyObject* node_replace_input_with(PyObject* self, PyObject* args) {
     // torch.fx compares with ==; a non-Node never matches.
     Py_RETURN_NONE;
   }
-  FXCPP_TRY
   Node* o = as_pynode(old_in)->node;
   if (!o) Py_RETURN_NONE;
   n->replace_input_with(o, to_arg(new_in));
   Py_RETURN_NONE;
-  FXCPP_CATCH(nullptr)
 }
 
 PyObject* node_update_arg(PyObject* self, PyObject* args) {
@@ -536,7 +493,6 @@ PyObject* node_update_arg(PyObject* self, PyObject* args) {
   if (!PyArg_ParseTuple(args, "nO:update_arg", &idx, &v)) return nullptr;
   Node* n = live_node(self);
   if (!n) return nullptr;
-  FXCPP_TRY
   Py_ssize_t size = static_cast<Py_ssize_t>(n->args().size());
   if (idx < 0) idx += size;
   if (idx < 0 || idx >= size) {
@@ -545,19 +501,16 @@ PyObject* node_update_arg(PyObject* self, PyObject* args) {
   }
   n->update_arg(static_cast<size_t>(idx), to_arg(v));
   Py_RETURN_NONE;
-  FXCPP_CATCH(nullptr)
 }
 
 PyObject* node_update_kwarg(PyObject* self, PyObject* args) {
-  const char* key;
+  PyObject* key;
   PyObject* v;
-  if (!PyArg_ParseTuple(args, "sO:update_kwarg", &key, &v)) return nullptr;
+  if (!PyArg_ParseTuple(args, "OO:update_kwarg", &key, &v)) return nullptr;
   Node* n = live_node(self);
   if (!n) return nullptr;
-  FXCPP_TRY
-  n->update_kwarg(key, to_arg(v));
+  n->update_kwarg(utf8_string(key, "update_kwarg key"), to_arg(v));
   Py_RETURN_NONE;
-  FXCPP_CATCH(nullptr)
 }
 
 PyObject* node_format_node(PyObject* self, PyObject* args, PyObject* kw) {
@@ -567,7 +520,6 @@ PyObject* node_format_node(PyObject* self, PyObject* args, PyObject* kw) {
   if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO:format_node", const_cast<char**>(kwlist), &ph, &rt)) return nullptr;
   Node* n = live_node(self);
   if (!n) return nullptr;
-  FXCPP_TRY
   std::vector<std::string> names;
   bool use_names = ph != Py_None && PyList_Check(ph) && PyList_GET_SIZE(ph) > 0;
   if (use_names) names.push_back("");  // non-empty marker: torch.fx tests list truthiness
@@ -575,37 +527,42 @@ PyObject* node_format_node(PyObject* self, PyObject* args, PyObject* kw) {
   bool use_ret = rt != Py_None && PyList_Check(rt) && PyList_GET_SIZE(rt) > 0;
   auto s = n->format_node(use_names ? &names : nullptr, use_ret ? &ret : nullptr);
   if (use_names && names.size() > 1) {
-    PyObject* v = PyUnicode_FromString(names.back().c_str());
-    PyList_Append(ph, v);
-    Py_DECREF(v);
+    Ref v = owned(PyUnicode_FromStringAndSize(names.back().data(), static_cast<Py_ssize_t>(names.back().size())));
+    check(PyList_Append(ph, v.get()));
   }
   if (use_ret && !ret.empty()) {
-    PyObject* v = PyUnicode_FromString(ret.c_str());
-    PyList_SetItem(rt, 0, v);
+    // PyList_SetItem steals the reference, also when it fails.
+    check(PyList_SetItem(rt, 0, check(PyUnicode_FromStringAndSize(ret.data(), static_cast<Py_ssize_t>(ret.size())))));
   }
   if (!s) Py_RETURN_NONE;
-  return PyUnicode_FromStringAndSize(s->data(), static_cast<Py_ssize_t>(s->size()));
-  FXCPP_CATCH(nullptr)
+  return str_from_display_text(*s);
+}
+
+PyObject* node_is_impure(PyObject* self, PyObject*) {
+  Node* n = live_node(self);
+  if (!n) return nullptr;
+  return PyBool_FromLong(n->is_impure(py_module_is_impure));
 }
 
 PyMethodDef node_methods[] = {
-    {"prepend", node_prepend, METH_O, "Insert x before this node (moving it)."},
-    {"append", node_append, METH_O, "Insert x after this node (moving it)."},
-    {"replace_all_uses_with", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(node_replace_all_uses_with)),
-     METH_VARARGS | METH_KEYWORDS, "Replace all uses of this node; returns the changed users."},
-    {"replace_input_with", node_replace_input_with, METH_VARARGS, "Replace old_input by new_input in args/kwargs."},
-    {"update_arg", node_update_arg, METH_VARARGS, "args[idx] = arg"},
-    {"update_kwarg", node_update_kwarg, METH_VARARGS, "kwargs[key] = arg"},
-    {"format_node", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(node_format_node)),
-     METH_VARARGS | METH_KEYWORDS, "One line of str(graph)."},
-    {nullptr, nullptr, 0, nullptr}};
+    def<node_prepend>("prepend", METH_O, "Insert x before this node (moving it)."),
+    def<node_append>("append", METH_O, "Insert x after this node (moving it)."),
+    def<node_replace_all_uses_with>("replace_all_uses_with", METH_VARARGS | METH_KEYWORDS,
+                                    "Replace all uses of this node; returns the changed users."),
+    def<node_replace_input_with>("replace_input_with", METH_VARARGS, "Replace old_input by new_input in args/kwargs."),
+    def<node_update_arg>("update_arg", METH_VARARGS, "args[idx] = arg"),
+    def<node_update_kwarg>("update_kwarg", METH_VARARGS, "kwargs[key] = arg"),
+    def<node_format_node>("format_node", METH_VARARGS | METH_KEYWORDS, "One line of str(graph)."),
+    def<node_is_impure>("_is_impure", METH_NOARGS,
+                        "The core's impurity decision (Node::is_impure); call_module nodes ask the owning module."),
+    kEndOfMethods};
 
 PyType_Slot node_slots[] = {
     {Py_tp_dealloc, reinterpret_cast<void*>(node_dealloc)},
     {Py_tp_traverse, reinterpret_cast<void*>(node_traverse)},
     {Py_tp_clear, reinterpret_cast<void*>(node_clear)},
     {Py_tp_new, reinterpret_cast<void*>(node_new)},
-    {Py_tp_repr, reinterpret_cast<void*>(node_repr)},
+    {Py_tp_repr, reinterpret_cast<void*>(guard<node_repr>)},
     {Py_tp_getset, node_getset},
     {Py_tp_members, node_members},
     {Py_tp_methods, node_methods},
@@ -671,7 +628,7 @@ PyObject* nl_reversed(PyObject* self, PyObject*) {
   return make_node_list(l->graph, !l->reverse);
 }
 
-PyMethodDef nl_methods[] = {{"__reversed__", nl_reversed, METH_NOARGS, nullptr}, {nullptr, nullptr, 0, nullptr}};
+PyMethodDef nl_methods[] = {def<nl_reversed>("__reversed__", METH_NOARGS), kEndOfMethods};
 
 PyType_Slot nl_slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(nl_dealloc)},
                           {Py_tp_traverse, reinterpret_cast<void*>(nl_traverse)},
@@ -718,18 +675,16 @@ PyObject* it_next(PyObject* self) {
     Py_CLEAR(it->cur);
     return nullptr;
   }
-  FXCPP_TRY
   PyObject* w = wrap_node(nx);
   Py_XSETREF(it->cur, w);
   Py_INCREF(w);
   return w;
-  FXCPP_CATCH(nullptr)
 }
 PyType_Slot it_slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(it_dealloc)},
                           {Py_tp_traverse, reinterpret_cast<void*>(it_traverse)},
                           {Py_tp_clear, reinterpret_cast<void*>(it_clear)},
                           {Py_tp_iter, reinterpret_cast<void*>(PyObject_SelfIter)},
-                          {Py_tp_iternext, reinterpret_cast<void*>(it_next)},
+                          {Py_tp_iternext, reinterpret_cast<void*>(guard<it_next>)},
                           {0, nullptr}};
 PyType_Spec it_spec = {"fxcpp._C._node_iter", sizeof(PyNodeIter), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, it_slots};
 

@@ -39,19 +39,6 @@ void set_python_error_from_cpp() {
 
 namespace {
 
-std::string to_std(PyObject* s) {
-  if (!s) throw PythonError();
-  Py_ssize_t n;
-  const char* c = PyUnicode_AsUTF8AndSize(s, &n);
-  if (!c) {
-    Py_DECREF(s);
-    throw PythonError();
-  }
-  std::string r(c, static_cast<size_t>(n));
-  Py_DECREF(s);
-  return r;
-}
-
 // Per-callable facts computed once by the Python helper `_target_info`.
 struct TargetInfo {
   std::string name, qualified_name, pretty, operator_name, qualified_reference;
@@ -63,8 +50,12 @@ class PyInterface final : public ObjectInterface {
  public:
   void retain(void* p) const override { Py_INCREF(static_cast<PyObject*>(p)); }
   void release(void* p) const override { Py_DECREF(static_cast<PyObject*>(p)); }
-  std::string repr(void* p) const override { return to_std(PyObject_Repr(static_cast<PyObject*>(p))); }
-  std::string str(void* p) const override { return to_std(PyObject_Str(static_cast<PyObject*>(p))); }
+  std::string repr(void* p) const override {
+    return display_text_owned(PyObject_Repr(static_cast<PyObject*>(p)));
+  }
+  std::string str(void* p) const override {
+    return display_text_owned(PyObject_Str(static_cast<PyObject*>(p)));
+  }
   bool equals(void* a, void* b) const override {
     int r = PyObject_RichCompareBool(static_cast<PyObject*>(a), static_cast<PyObject*>(b), Py_EQ);
     if (r < 0) {
@@ -77,9 +68,8 @@ class PyInterface final : public ObjectInterface {
     const TargetInfo& ti = info(p);
     if (!ti.has_name) {
       // Re-raise Python's own AttributeError.
-      PyObject* n = PyObject_GetAttrString(static_cast<PyObject*>(p), "__name__");
-      if (!n) throw PythonError();
-      return to_std(PyObject_Str(n));
+      Ref n = owned(PyObject_GetAttrString(static_cast<PyObject*>(p), "__name__"));
+      return display_text_owned(PyObject_Str(n.get()));
     }
     return ti.name;
   }
@@ -90,67 +80,50 @@ class PyInterface final : public ObjectInterface {
   bool is_impure_target(void* p) const override { return info(p).impure; }
   bool is_builtin(void* p, const std::string& name) const override {
     PyObject* b = PyEval_GetBuiltins();  // borrowed
-    PyObject* v = b ? PyDict_GetItemString(b, name.c_str()) : nullptr;
+    if (!b) return false;
+    Ref key = owned(PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size())));
+    PyObject* v = PyDict_GetItemWithError(b, key.get());  // borrowed
+    if (!v && PyErr_Occurred()) throw PythonError();
     return v == static_cast<PyObject*>(p);
   }
   std::string type_repr(void* p) const override {
-    PyObject* h = helper("_type_repr");
-    if (!h) throw PythonError();
-    return to_std(PyObject_CallOneArg(h, static_cast<PyObject*>(p)));
+    PyObject* h = check(helper("_type_repr"));
+    return display_text_owned(PyObject_CallOneArg(h, static_cast<PyObject*>(p)));
   }
   std::vector<std::string> tuple_fields(void* p) const override {
     std::vector<std::string> out;
-    PyObject* f = PyObject_GetAttrString(static_cast<PyObject*>(p), "_fields");
-    if (!f) {
-      PyErr_Clear();
-      return out;
-    }
-    PyObject* seq = PySequence_Fast(f, "_fields");
-    Py_DECREF(f);
+    Ref f = Ref::steal(PyObject_GetAttrString(static_cast<PyObject*>(p), "_fields"));
+    Ref seq = f ? Ref::steal(PySequence_Fast(f.get(), "_fields")) : Ref();
     if (!seq) {
       PyErr_Clear();
       return out;
     }
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
-      PyObject* s = PySequence_Fast_GET_ITEM(seq, i);
-      Py_INCREF(s);
-      out.push_back(to_std(PyObject_Str(s)));
-      Py_DECREF(s);
-    }
-    Py_DECREF(seq);
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i)
+      out.push_back(display_text_owned(PyObject_Str(PySequence_Fast_GET_ITEM(seq.get(), i))));
     return out;
   }
   std::string annotation(void* p, const AddGlobalFn& add_global) const override {
     // torch.fx CodeGen type_repr: generics register their origin and recurse.
     PyObject* o = static_cast<PyObject*>(p);
     if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 0) return "()";
-    PyObject* origin = PyObject_GetAttrString(o, "__origin__");
+    Ref origin = Ref::steal(PyObject_GetAttrString(o, "__origin__"));
     if (!origin) {
       PyErr_Clear();
       return add_global(type_repr(p), Object::borrow(this, p));
     }
-    PyObject* mapper = helper("_origin_type");
-    if (!mapper) {
-      Py_DECREF(origin);
-      throw PythonError();
-    }
-    PyObject* ot = PyObject_CallOneArg(mapper, origin);
-    Py_DECREF(origin);
-    if (!ot) throw PythonError();
-    Object otype = Object::steal(this, ot);
-    std::string origin_name = add_global(type_repr(ot), otype);
-    PyObject* args = PyObject_GetAttrString(o, "__args__");
+    PyObject* mapper = check(helper("_origin_type"));
+    Ref ot = owned(PyObject_CallOneArg(mapper, origin.get()));
+    Object otype = Object::borrow(this, ot.get());
+    std::string origin_name = add_global(type_repr(ot.get()), otype);
+    Ref args = Ref::steal(PyObject_GetAttrString(o, "__args__"));
     if (!args) {
       PyErr_Clear();
       return origin_name;
     }
-    PyObject* seq = PySequence_Fast(args, "__args__");
-    Py_DECREF(args);
-    if (!seq) throw PythonError();
+    Ref seq = owned(PySequence_Fast(args.get(), "__args__"));
     std::vector<std::string> parts;
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i)
-      parts.push_back(annotation(PySequence_Fast_GET_ITEM(seq, i), add_global));
-    Py_DECREF(seq);
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.get()); ++i)
+      parts.push_back(annotation(PySequence_Fast_GET_ITEM(seq.get(), i), add_global));
     if (parts.empty()) return origin_name;
     std::string r = origin_name + "[";
     for (size_t i = 0; i < parts.size(); ++i) r += (i ? "," : "") + parts[i];
@@ -160,29 +133,23 @@ class PyInterface final : public ObjectInterface {
   const TargetInfo& info(void* p) const {
     auto it = cache_.find(p);
     if (it != cache_.end()) return it->second.second;
-    PyObject* h = helper("_target_info");
-    if (!h) throw PythonError();
-    PyObject* t = PyObject_CallOneArg(h, static_cast<PyObject*>(p));
-    if (!t) throw PythonError();
+    PyObject* h = check(helper("_target_info"));
+    Ref t = owned(PyObject_CallOneArg(h, static_cast<PyObject*>(p)));
     TargetInfo ti;
-    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 6) {
-      Py_DECREF(t);
+    if (!PyTuple_Check(t.get()) || PyTuple_GET_SIZE(t.get()) != 6) {
       PyErr_SetString(PyExc_RuntimeError, "_target_info must return a 6-tuple");
       throw PythonError();
     }
-    auto s = [&](int i) {
-      PyObject* v = PyTuple_GET_ITEM(t, i);
-      Py_INCREF(v);
-      return to_std(PyObject_Str(v));
-    };
-    ti.has_name = PyTuple_GET_ITEM(t, 0) != Py_None;
+    // Display text: these names are printed or sanitized into identifiers,
+    // never stored as node names or targets.
+    auto s = [&](int i) { return display_text_owned(PyObject_Str(PyTuple_GET_ITEM(t.get(), i))); };
+    ti.has_name = PyTuple_GET_ITEM(t.get(), 0) != Py_None;
     ti.name = ti.has_name ? s(0) : std::string();
     ti.qualified_name = s(1);
     ti.pretty = s(2);
     ti.operator_name = s(3);
     ti.qualified_reference = s(4);
-    ti.impure = PyObject_IsTrue(PyTuple_GET_ITEM(t, 5)) == 1;
-    Py_DECREF(t);
+    ti.impure = check(PyObject_IsTrue(PyTuple_GET_ITEM(t.get(), 5))) == 1;
     if (cache_.size() > 8192) clear();
     Py_INCREF(static_cast<PyObject*>(p));  // keep the key alive while cached
     return cache_.emplace(p, std::make_pair(static_cast<PyObject*>(p), std::move(ti))).first->second.second;
@@ -232,14 +199,10 @@ Argument to_arg(PyObject* o, bool* canonical) {
   }
   if (t == &PyFloat_Type) return Argument::real(PyFloat_AS_DOUBLE(o));
   if (t == &PyUnicode_Type) {
-    Py_ssize_t n;
-    const char* c = PyUnicode_AsUTF8AndSize(o, &n);
-    if (!c) {
-      // Unencodable (lone surrogates): keep the object itself.
-      PyErr_Clear();
-      return Argument::foreign(borrow_obj(o));
-    }
-    return Argument::string(std::string(c, static_cast<size_t>(n)));
+    std::string_view text;
+    // Unencodable (lone surrogates): keep the object itself, as torch.fx does.
+    if (!utf8_if_encodable(o, &text)) return Argument::foreign(borrow_obj(o));
+    return Argument::string(std::string(text));
   }
   if (is_node(o)) {
     Node* n = node_of(o);
@@ -308,37 +271,21 @@ KwArgs dict_to_kwargs(PyObject* dict) {
   Py_ssize_t pos = 0;
   PyObject *k, *v;
   while (PyDict_Next(dict, &pos, &k, &v)) {
-    if (!PyUnicode_Check(k)) {
-      PyErr_SetString(PyExc_TypeError, "kwargs keys must be strings");
-      throw PythonError();
-    }
-    const char* c = PyUnicode_AsUTF8(k);
-    if (!c) throw PythonError();
-    out.emplace_back(c, to_arg(v, nullptr));
+    out.emplace_back(utf8(k, "kwargs key"), to_arg(v, nullptr));
   }
   return out;
 }
 
 namespace {
 PyObject* seq_to_tuple(ArgSpan items) {
-  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(items.size()));
-  if (!t) throw PythonError();
-  for (size_t i = 0; i < items.size(); ++i) {
-    PyObject* v;
-    try {
-      v = from_arg(items[i]);
-    } catch (...) {
-      Py_DECREF(t);
-      throw;
-    }
-    PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), v);
-  }
-  return t;
+  Ref t = owned(PyTuple_New(static_cast<Py_ssize_t>(items.size())));
+  for (size_t i = 0; i < items.size(); ++i) PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(i), from_arg(items[i]));
+  return t.release();
 }
 
-PyObject* make_immutable_dict() {
-  if (g_immutable_dict) return PyObject_CallNoArgs(g_immutable_dict);
-  return PyDict_New();
+Ref make_immutable_dict() {
+  if (g_immutable_dict) return owned(PyObject_CallNoArgs(g_immutable_dict));
+  return owned(PyDict_New());
 }
 }  // namespace
 
@@ -348,78 +295,39 @@ PyObject* from_arg(const Argument& a) {
   switch (a.kind()) {
     case ArgKind::None: Py_RETURN_NONE;
     case ArgKind::Bool: return PyBool_FromLong(a.as_bool());
-    case ArgKind::Int: return PyLong_FromLongLong(a.as_int());
-    case ArgKind::Double: return PyFloat_FromDouble(a.as_double());
+    case ArgKind::Int: return check(PyLong_FromLongLong(a.as_int()));
+    case ArgKind::Double: return check(PyFloat_FromDouble(a.as_double()));
     case ArgKind::String: {
       const std::string& s = a.as_string();
-      PyObject* r = PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
-      if (!r) throw PythonError();
-      return r;
+      return check(PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size())));
     }
     case ArgKind::NodeRef: return wrap_node(a.as_node());
     case ArgKind::Tuple: {
-      PyObject* t = seq_to_tuple(a.items());
-      if (a.tuple_type()) {
-        PyObject* r = PyObject_CallObject(obj_ptr(a.tuple_type()), t);
-        Py_DECREF(t);
-        if (!r) throw PythonError();
-        return r;
-      }
-      return t;
+      Ref t = Ref::steal(seq_to_tuple(a.items()));
+      if (a.tuple_type()) return check(PyObject_CallObject(obj_ptr(a.tuple_type()), t.get()));
+      return t.release();
     }
     case ArgKind::List: {
-      PyObject* l = PyList_New(static_cast<Py_ssize_t>(a.items().size()));
-      if (!l) throw PythonError();
-      for (size_t i = 0; i < a.items().size(); ++i) {
-        PyObject* v;
-        try {
-          v = from_arg(a.items()[i]);
-        } catch (...) {
-          Py_DECREF(l);
-          throw;
-        }
-        PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), v);
-      }
-      if (!g_immutable_list) return l;
-      PyObject* r = PyObject_CallOneArg(g_immutable_list, l);
-      Py_DECREF(l);
-      if (!r) throw PythonError();
-      return r;
+      Ref l = owned(PyList_New(static_cast<Py_ssize_t>(a.items().size())));
+      for (size_t i = 0; i < a.items().size(); ++i)
+        PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i), from_arg(a.items()[i]));
+      if (!g_immutable_list) return l.release();
+      return check(PyObject_CallOneArg(g_immutable_list, l.get()));
     }
     case ArgKind::Dict: {
-      PyObject* d = make_immutable_dict();
-      if (!d) throw PythonError();
+      Ref d = make_immutable_dict();
       for (auto& kv : a.pairs()) {
-        PyObject* k = nullptr;
-        PyObject* v = nullptr;
-        try {
-          k = from_arg(kv.first);
-          v = from_arg(kv.second);
-        } catch (...) {
-          Py_XDECREF(k);
-          Py_DECREF(d);
-          throw;
-        }
-        int rc = PyDict_SetItem(d, k, v);
-        Py_DECREF(k);
-        Py_DECREF(v);
-        if (rc < 0) {
-          Py_DECREF(d);
-          throw PythonError();
-        }
+        Ref k = Ref::steal(from_arg(kv.first));
+        Ref v = Ref::steal(from_arg(kv.second));
+        check(PyDict_SetItem(d.get(), k.get(), v.get()));
       }
-      return d;
+      return d.release();
     }
     case ArgKind::Slice: {
-      PyObject* s = from_arg(a.slice_start());
-      PyObject* e = from_arg(a.slice_stop());
-      PyObject* st = from_arg(a.slice_step());
-      PyObject* r = PySlice_New(s, e, st);
-      Py_DECREF(s);
-      Py_DECREF(e);
-      Py_DECREF(st);
-      if (!r) throw PythonError();
-      return r;
+      Ref s = Ref::steal(from_arg(a.slice_start()));
+      Ref e = Ref::steal(from_arg(a.slice_stop()));
+      Ref st = Ref::steal(from_arg(a.slice_step()));
+      return check(PySlice_New(s.get(), e.get(), st.get()));
     }
     case ArgKind::Foreign: {
       PyObject* o = obj_ptr(a.as_object());
@@ -433,24 +341,12 @@ PyObject* from_arg(const Argument& a) {
 PyObject* args_to_tuple(ArgSpan args) { return seq_to_tuple(args); }
 
 PyObject* kwargs_to_dict(const KwArgs& kwargs) {
-  PyObject* d = make_immutable_dict();
-  if (!d) throw PythonError();
+  Ref d = make_immutable_dict();
   for (auto& kv : kwargs) {
-    PyObject* v;
-    try {
-      v = from_arg(kv.second);
-    } catch (...) {
-      Py_DECREF(d);
-      throw;
-    }
-    int rc = PyDict_SetItemString(d, kv.first.c_str(), v);
-    Py_DECREF(v);
-    if (rc < 0) {
-      Py_DECREF(d);
-      throw PythonError();
-    }
+    Ref v = Ref::steal(from_arg(kv.second));
+    check(PyDict_SetItemString(d.get(), kv.first.c_str(), v.get()));
   }
-  return d;
+  return d.release();
 }
 
 }  // namespace fxcpp::py

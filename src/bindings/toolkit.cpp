@@ -33,6 +33,31 @@ std::string_view utf8(PyObject* s, const char* what) {
   throw PythonError();
 }
 
+bool utf8_if_encodable(PyObject* s, std::string_view* out) {
+  Py_ssize_t n = 0;
+  const char* c = PyUnicode_AsUTF8AndSize(s, &n);
+  if (c) {
+    *out = std::string_view(c, static_cast<size_t>(n));
+    return true;
+  }
+  if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) throw PythonError();
+  PyErr_Clear();
+  return false;
+}
+
+std::string display_text_owned(PyObject* s) {
+  Ref str = owned(s);
+  if (!PyUnicode_Check(str.get())) return utf8_string(str.get(), "str() result");
+  std::string_view text;
+  if (utf8_if_encodable(str.get(), &text)) return std::string(text);
+  Ref bytes = owned(PyUnicode_AsEncodedString(str.get(), "utf-8", "surrogatepass"));
+  return std::string(PyBytes_AS_STRING(bytes.get()), static_cast<size_t>(PyBytes_GET_SIZE(bytes.get())));
+}
+
+PyObject* str_from_display_text(std::string_view text) {
+  return PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "surrogatepass");
+}
+
 int add_functions(PyObject* m, PyMethodDef* defs) { return PyModule_AddFunctions(m, defs); }
 
 }  // namespace fxcpp::py

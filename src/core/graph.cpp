@@ -318,19 +318,18 @@ Node* Graph::create_node(Op op, Target target, std::vector<Argument> args, KwArg
     throw std::invalid_argument("call_function target must be a callable object");
   if (op != Op::CallFunction && target.is_object())
     throw std::invalid_argument(std::string(op_name(op)) + " target must be a string");
-  std::string candidate;
-  if (name) {
-    candidate = *name;
-  } else if (target.is_object()) {
-    candidate = snake_case(target.fn().name());
-  } else {
-    std::string_view t = target.str().get();
-    if (t.size() >= 4 && t.substr(0, 2) == "__" && t.substr(t.size() - 2) == "__") t = t.substr(2, t.size() - 4);
-    else if (t == "__" || t == "___") t = std::string_view();
-    candidate = snake_case(t);
-  }
-  NameRef uniq = names_.create_name(candidate, nullptr);
+  NameRef uniq = names_.create_name(name ? *name : target_to_str(target), nullptr);
   return make_node(op, uniq, std::move(target), std::move(args), std::move(kwargs), std::move(type));
+}
+
+std::string Graph::target_to_str(const Target& target) {
+  if (target.is_object()) return snake_case(target.fn().name());
+  // torch.fx: `target[2:-2] if _is_magic(target)`; for "__" and "___" the
+  // prefix and suffix overlap and the slice is empty.
+  std::string_view t = target.str().get();
+  if (t.size() >= 2 && t.substr(0, 2) == "__" && t.substr(t.size() - 2) == "__")
+    t = t.size() >= 4 ? t.substr(2, t.size() - 4) : std::string_view();
+  return snake_case(t);
 }
 
 Node* Graph::make_node(Op op, NameRef uniq, Target target, std::vector<Argument> args, KwArgs kwargs, Object type) {

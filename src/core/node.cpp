@@ -370,7 +370,7 @@ void Node::replace_input_with(Node* old_input, const Argument& new_input) {
   map_args_kwargs([&](Node* n) -> Argument { return n == old_input ? new_input : Argument::node(n); });
 }
 
-bool Node::is_impure() const {
+bool Node::is_impure(const ModuleImpurityFn& module_is_impure) const {
   switch (op()) {
     case Op::Placeholder:
     case Op::Output: return true;
@@ -378,10 +378,7 @@ bool Node::is_impure() const {
       const Object& fn = target_.fn();
       return fn && fn.iface()->is_impure_target(fn.get());
     }
-    case Op::CallModule: {
-      const ImpureFn& f = graph()->module_impure_fn();
-      return f ? f(*this) : false;
-    }
+    case Op::CallModule: return module_is_impure ? module_is_impure(*this) : false;
     default: return false;
   }
 }

@@ -8,8 +8,12 @@ bool eliminate_dead_code(Graph& g, const DceOptions& opts) {
   if (opts.lint_first) lint(g);
   bool changed = false;
   for (Node* n : g.nodes().reversed()) {
-    if (n->num_users() != 0) continue;
-    if (n->is_impure() || (opts.is_impure && opts.is_impure(*n))) continue;
+    bool unused = n->num_users() == 0;
+    // torch.fx evaluates `not node.is_impure() and len(node.users) == 0`:
+    // impurity first. Only the call_module hook can be observed (it may
+    // raise), so other used nodes skip the decision.
+    if (!unused && n->op() != Op::CallModule) continue;
+    if (n->is_impure(opts.module_is_impure) || !unused) continue;
     g.erase_node(n);
     changed = true;
   }

@@ -110,10 +110,6 @@ class NodeRange {
   bool reverse_;
 };
 
-/// Hook deciding call_module purity for eliminate_dead_code (module lookups live
-/// outside the core). Empty: call_module nodes are pure.
-using ImpureFn = std::function<bool(const Node&)>;
-
 class Graph {
  public:
   Graph();
@@ -137,6 +133,14 @@ class Graph {
   Node* call_module(const std::string& module, std::vector<Argument> args = {}, KwArgs kwargs = {},
                     Object type = {});
   Node* output(Argument result, Object type = {});
+
+  /// torch.fx Graph._target_to_str: the naming candidate create_node uses when
+  /// no name is given. A callable target gives snake_case(its name) (the
+  /// ObjectInterface's name(), which may throw); a string target has one
+  /// enclosing pair of dunders stripped ("__add__" -> "add"; "__" and "___"
+  /// -> "", on which create_name raises like torch.fx) and is snake_cased.
+  /// The one place this rule lives: the bindings call it too. O(|target|).
+  static std::string target_to_str(const Target& target);
 
   /// Copies `node` (of any graph) to the insertion point, mapping its Node
   /// arguments through `arg_transform`; name is re-derived from node's name.
@@ -203,9 +207,6 @@ class Graph {
   // ---- bindings ---------------------------------------------------------------------------
   void set_observer(GraphObserver* o) { observer_ = o; }
   GraphObserver* observer() const { return observer_; }
-  /// Used by is_impure() for call_module nodes; set by bindings.
-  void set_module_impure_fn(ImpureFn f) { module_impure_ = std::move(f); }
-  const ImpureFn& module_impure_fn() const { return module_impure_; }
 
  private:
   friend class Node;
@@ -243,7 +244,6 @@ class Graph {
   size_t renames_ = 0;  // intern_name calls
   std::unordered_map<BucketKey, Bucket, BucketKeyHash> buckets_;
   GraphObserver* observer_ = nullptr;
-  ImpureFn module_impure_;
   size_t iterators_ = 0;             // live NodeRange iterators
   // Note [Node slabs]
   struct SlabDeleter { void operator()(unsigned char* p) const; };

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <iosfwd>
 #include <iterator>
 #include <memory>
@@ -269,9 +270,15 @@ class Node {
   /// Replaces every occurrence of `old_input` in this node's args/kwargs.
   void replace_input_with(Node* old_input, const Argument& new_input);
 
-  /// Placeholders, outputs and call_functions whose target reports
-  /// is_impure_target(). (call_module purity needs the module: the Python layer.)
-  bool is_impure() const;
+  /// Decides whether a call_module node is impure: the module is outside the
+  /// core (in Python, the owning GraphModule's submodule). May throw.
+  using ModuleImpurityFn = std::function<bool(const Node&)>;
+  /// The one impurity decision (torch.fx Node.is_impure): placeholders and
+  /// outputs are impure; a call_function node is impure when its target's
+  /// ObjectInterface reports is_impure_target(); a call_module node asks
+  /// `module_is_impure` (pure when it is empty); everything else is pure.
+  /// O(1) plus the hook.
+  bool is_impure(const ModuleImpurityFn& module_is_impure = {}) const;
 
   // ---- printing -----------------------------------------------------------------------
   /// torch.fx Node.format_node(): one line of str(graph). For placeholders,

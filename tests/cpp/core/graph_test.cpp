@@ -322,10 +322,66 @@ TEST(Dce, KeepsImpureAndReportsChange) {
   Node* keep = g.call_module("side_effect", {N(x)});
   g.output(N(x));
   DceOptions opts;
-  opts.is_impure = [&](const Node& n) { return &n == keep; };
+  opts.module_is_impure = [&](const Node& n) { return &n == keep; };
   EXPECT_TRUE(eliminate_dead_code(g, opts));
   EXPECT_EQ(names(g), (std::vector<std::string>{"x", "side_effect", "output"}));
   EXPECT_FALSE(eliminate_dead_code(g, opts));
+}
+
+TEST(Dce, ModuleHookSeesEveryCallModuleAndMayThrow) {
+  // torch.fx evaluates `not node.is_impure() and len(node.users) == 0`, so
+  // the module hook runs for used call_module nodes too, and when it raises
+  // the later nodes are already gone.
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* m = g.call_module("sub", {N(x)});
+  Node* dead = g.call_function(F(kNeg), {N(x)});
+  g.output(N(m));
+  (void)dead;
+  std::vector<std::string> asked;
+  DceOptions opts;
+  opts.module_is_impure = [&](const Node& n) -> bool {
+    asked.emplace_back(n.name());
+    throw std::runtime_error("no owning module");
+  };
+  EXPECT_THROW(eliminate_dead_code(g, opts), std::runtime_error);
+  EXPECT_EQ(asked, (std::vector<std::string>{"sub"}));
+  EXPECT_EQ(names(g), (std::vector<std::string>{"x", "sub", "output"}));
+}
+
+TEST(Impurity, OneDecision) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* f = g.call_function(F(kRelu), {N(x)});
+  Node* m = g.call_module("sub", {N(x)});
+  Node* meth = g.call_method("add", {N(x), N(f)});
+  Node* out = g.output(N(m));
+  EXPECT_TRUE(x->is_impure());
+  EXPECT_TRUE(out->is_impure());
+  EXPECT_FALSE(f->is_impure());
+  EXPECT_FALSE(meth->is_impure());
+  EXPECT_FALSE(m->is_impure());  // no module hook: pure
+  EXPECT_TRUE(m->is_impure([](const Node& n) { return n.target().str() == "sub"; }));
+}
+
+TEST(Naming, TargetToStrMatchesTorchFx) {
+  // torch.fx Graph._target_to_str: `target[2:-2] if _is_magic(target)`, then
+  // _snake_case. For "__" and "___" the slice is empty (create_name then
+  // raises IndexError, as Namespace::create_name does with out_of_range);
+  // the bindings used to keep "__" as the candidate.
+  EXPECT_EQ(Graph::target_to_str(Target("__add__")), "add");
+  EXPECT_EQ(Graph::target_to_str(Target("__")), "");
+  EXPECT_EQ(Graph::target_to_str(Target("___")), "");
+  EXPECT_EQ(Graph::target_to_str(Target("____")), "");
+  EXPECT_EQ(Graph::target_to_str(Target("__x")), "__x");
+  EXPECT_EQ(Graph::target_to_str(Target("_")), "_");
+  EXPECT_EQ(Graph::target_to_str(Target("camelCase")), "camel_case");
+  EXPECT_EQ(Graph::target_to_str(Target(F(kRelu))), "relu");
+  Graph g;
+  Node* x = g.placeholder("x");
+  EXPECT_THROW(g.call_method("__", {N(x)}), std::out_of_range);
+  EXPECT_THROW(g.call_method("___", {N(x)}), std::out_of_range);
+  EXPECT_EQ(g.call_method("__neg__", {N(x)})->name(), "neg");
 }
 
 namespace {
