@@ -357,35 +357,30 @@ PyObject* graph_graph_copy(PyObject* self, PyObject* args, PyObject* kw) {
       if (kn && kn->graph() == src) vm.emplace(kn, to_arg(v));
     }
   }
-  size_t before = dst->size();
+  // Writes the new mappings back (in source order, skipping keys val_map
+  // already holds) and copies Python metadata; also after a failed copy,
+  // which leaves val_map as torch.fx's in-place updates do.
+  auto write_back = [&]() {
+    for (Node* s : src->nodes()) {
+      if (s->op() == Op::Output) break;
+      auto it = vm.find(s);
+      if (it == vm.end()) continue;
+      Ref sw = Ref::steal(wrap_node(s));
+      if (check(PyDict_Contains(val_map, sw.get()))) continue;
+      Ref dw = owned(from_arg(it->second));
+      if (it->second.is_node() && !copy_meta(sw.get(), dw.get())) throw PythonError();
+      check(PyDict_SetItem(val_map, sw.get(), dw.get()));
+    }
+  };
   const Node* out_node = nullptr;
-  std::optional<Argument> rv = dst->graph_copy(*src, vm, &out_node);
-  (void)before;
-  // Write back the new mappings (in source order) and copy Python metadata.
-  for (Node* s : src->nodes()) {
-    if (s->op() == Op::Output) break;
-    PyObject* sw = wrap_node(s);
-    int has = PyDict_Contains(val_map, sw);
-    if (has < 0) {
-      Py_DECREF(sw);
-      return nullptr;
-    }
-    if (has) {
-      Py_DECREF(sw);
-      continue;
-    }
-    const Argument& mapped = vm.at(s);
-    PyObject* dw = from_arg(mapped);
-    if (mapped.is_node() && !copy_meta(sw, dw)) {
-      Py_DECREF(sw);
-      Py_DECREF(dw);
-      return nullptr;
-    }
-    int rc = PyDict_SetItem(val_map, sw, dw);
-    Py_DECREF(sw);
-    Py_DECREF(dw);
-    if (rc < 0) return nullptr;
+  std::optional<Argument> rv;
+  try {
+    rv = dst->graph_copy(*src, vm, &out_node);
+  } catch (...) {
+    write_back();
+    throw;
   }
+  write_back();
   if (!rv) Py_RETURN_NONE;
   PyObject* r = from_arg(*rv);
   if (!return_output) return r;

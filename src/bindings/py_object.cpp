@@ -24,6 +24,17 @@ void set_python_error_from_cpp() {
     // already set
   } catch (const LintError& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (const AssertionFailure& e) {
+    if (*e.what()) PyErr_SetString(PyExc_AssertionError, e.what());
+    else PyErr_SetNone(PyExc_AssertionError);
+  } catch (const UnmappedNode& e) {
+    // torch.fx: KeyError(node) from `val_map[node]`.
+    try {
+      Ref w = Ref::steal(wrap_node(const_cast<Node*>(e.node)));
+      PyErr_SetObject(PyExc_KeyError, w.get());
+    } catch (...) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, e.what());
+    }
   } catch (const std::out_of_range& e) {
     PyErr_SetString(PyExc_IndexError, e.what());
   } catch (const std::invalid_argument& e) {

@@ -393,7 +393,7 @@ std::optional<Argument> Graph::graph_copy(const Graph& other, std::unordered_map
   auto lookup = [&](Node* n) -> Argument {
     auto it = val_map.find(n);
     if (it == val_map.end())
-      throw std::out_of_range("graph_copy: node '" + std::string(n->name()) + "' has no mapped value");
+      throw UnmappedNode(n, "graph_copy: node '" + std::string(n->name()) + "' has no mapped value");
     return it->second;
   };
   for (Node* node : other.nodes()) {

@@ -363,6 +363,8 @@ std::vector<Node*> Node::replace_all_uses_with(const Argument& with, const std::
     u->map_args_kwargs(repl);
     changed.push_back(u);
   }
+  // torch.fx: `assert len(self.users) - len(skipped) == 0`, checked after the edit.
+  if (num_users() != to_process.size() - changed.size()) throw AssertionFailure("");
   return changed;
 }
 

@@ -9,6 +9,8 @@ namespace fxcpp {
 
 struct DceOptions {
   /// Extra impurity test; a node is kept if node.is_impure() or is_impure(node).
+  /// Called for every node, in reverse order, before its users are looked at
+  /// (torch.fx's order), so an exception it throws leaves torch.fx's state.
   std::function<bool(const Node&)> is_impure;
   /// Run lint() first (torch.fx does).
   bool lint_first = true;
