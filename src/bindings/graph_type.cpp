@@ -361,8 +361,7 @@ PyObject* graph_graph_copy(PyObject* self, PyObject* args, PyObject* kw) {
   // already holds) and copies Python metadata; also after a failed copy,
   // which leaves val_map as torch.fx's in-place updates do.
   auto write_back = [&]() {
-    for (Node* s : src->nodes()) {
-      if (s->op() == Op::Output) break;
+    for (Node* s : src->nodes()) {  // past a pre-mapped output too: torch.fx copies on
       auto it = vm.find(s);
       if (it == vm.end()) continue;
       Ref sw = Ref::steal(wrap_node(s));

@@ -471,7 +471,7 @@ PyObject* node_append(PyObject* self, PyObject* xo) {
   if (!n || !same_graph_or_fail(n, xo, &x)) return nullptr;
   FXCPP_TRY
   Node* nx = n->next();
-  if (nx == x) {
+  if (nx == x && !x->erased()) {  // an erased x (a tombstone right after n) is refused by append
     if (PyErr_WarnEx(PyExc_UserWarning,
                      "Trying to prepend a node to itself. This behavior has no effect on the graph.", 1) < 0)
       return nullptr;

@@ -300,7 +300,9 @@ Argument to_arg_container(PyObject* o, bool* canonical) {
   if (PySlice_Check(o)) {
     if (canonical) *canonical = false;
     auto* s = reinterpret_cast<PySliceObject*>(o);
-    return Argument::slice(to_arg(s->start, nullptr), to_arg(s->stop, nullptr), to_arg(s->step, nullptr));
+    Argument start = to_arg(s->start, nullptr);  // sequenced: errors surface in torch.fx's order
+    Argument stop = to_arg(s->stop, nullptr);
+    return Argument::slice(std::move(start), std::move(stop), to_arg(s->step, nullptr));
   }
   return Argument::foreign(borrow_obj(o));
 }

@@ -175,8 +175,15 @@ Argument Argument::map_nodes(const std::function<Argument(Node*)>& fn) const {
       for (auto& kv : pairs()) out.emplace_back(kv.first, kv.second.map_nodes(fn));
       return Argument::dict(std::move(out));
     }
-    case ArgKind::Slice:
-      return Argument::slice(slice_start().map_nodes(fn), slice_stop().map_nodes(fn), slice_step().map_nodes(fn));
+    case ArgKind::Slice: {
+      // Sequenced (function arguments are evaluated in no set order): fn sees
+      // start, stop, step in torch.fx's order, which decides which KeyError a
+      // failing graph_copy reports.
+      Argument start = slice_start().map_nodes(fn);
+      Argument stop = slice_stop().map_nodes(fn);
+      Argument step = slice_step().map_nodes(fn);
+      return Argument::slice(std::move(start), std::move(stop), std::move(step));
+    }
     default: return *this;
   }
 }

@@ -400,7 +400,9 @@ std::optional<Argument> Graph::graph_copy(const Graph& other, std::unordered_map
     if (val_map.count(node)) continue;
     if (node->op() == Op::Output) {
       if (output_node) *output_node = node;
-      return node->args().empty() ? Argument() : node->args()[0].map_nodes(lookup);
+      // torch.fx maps `node.args[0]`: an output without args raises IndexError.
+      if (node->args().empty()) throw std::out_of_range("tuple index out of range");
+      return node->args()[0].map_nodes(lookup);
     }
     val_map[node] = Argument::node(node_copy(*node, lookup));
   }

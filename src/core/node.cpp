@@ -332,6 +332,7 @@ void Node::append(Node* x) {
   if (x->graph() != graph()) throw std::invalid_argument("Attempting to move a Node into a different Graph");
   if (x->op() == Op::Root) throw std::invalid_argument("The graph's root node cannot be moved");
   if (x == this) return;
+  if (x->erased_) throw std::invalid_argument("Attempting to move an erased Node");
   // torch.fx: self._next.prepend(x), with _next the raw successor.
   Node* nx = next_;
   if (nx == x) return;  // already right after us

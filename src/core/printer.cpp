@@ -184,7 +184,9 @@ std::optional<std::string> Node::format_node(std::vector<std::string>* placehold
     }
     case Op::Output: {
       if (type_ && maybe_return_typename) *maybe_return_typename = " -> " + type_str(type_);
-      return "return " + (args_.empty() ? std::string("None") : str_argument(args_[0]));
+      // torch.fx formats `self.args[0]`: an output without args raises IndexError.
+      if (args_.empty()) throw std::out_of_range("tuple index out of range");
+      return "return " + str_argument(args_[0]);
     }
     case Op::Root: return std::string();
     default: {
