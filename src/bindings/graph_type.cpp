@@ -307,17 +307,21 @@ std::function<Argument(Node*)> py_transform(PyObject* fn) {
 PyObject* graph_node_copy(PyObject* self, PyObject* args, PyObject* kw) {
   static const char* kwlist[] = {"node", "arg_transform", nullptr};
   PyObject* node;
-  PyObject* fn = Py_None;
+  PyObject* fn = nullptr;  // not given: identity
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:node_copy", const_cast<char**>(kwlist), &node, &fn)) return nullptr;
   if (!is_node(node)) {
     PyErr_SetString(PyExc_TypeError, "node_copy expects a Node");
+    return nullptr;
+  }
+  if (fn && !PyCallable_Check(fn)) {  // torch.fx's map_arg assertion (None included)
+    PyErr_SetString(PyExc_AssertionError, "torch.fx.map_arg(a, fn): fn must be a callable");
     return nullptr;
   }
   Node* src = reinterpret_cast<PyNode*>(node)->node;
   if (!src) return node_of(node), nullptr;
   FXCPP_TRY
   std::function<Argument(Node*)> tf;
-  if (fn != Py_None) tf = py_transform(fn);
+  if (fn) tf = py_transform(fn);
   Node* n = graph_of(self)->node_copy(*src, tf);
   PyObject* w = wrap_node(n);
   if (!copy_meta(node, w)) {

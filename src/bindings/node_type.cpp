@@ -197,6 +197,16 @@ int set_target(PyObject* self, PyObject* v, void*) {
     PyErr_SetString(PyExc_AttributeError, "cannot delete Node.target");
     return -1;
   }
+  // Validated as at creation, with torch.fx's ValueError (torch.fx checks only
+  // there and fails later, printing): the core's printer and codegen rely on it.
+  bool want_callable = n->op() == Op::CallFunction;
+  if (want_callable ? PyUnicode_Check(v) || !PyCallable_Check(v) : !PyUnicode_Check(v)) {
+    PyObject* h = helper("_bad_target");
+    if (!h) return -1;
+    Ref r = Ref::steal(PyObject_CallFunction(h, "OsOO", graph_pyobject(n->graph()), n->name_c_str(), v,
+                                             want_callable ? Py_True : Py_False));
+    return -1;
+  }
   if (PyUnicode_Check(v)) n->set_target(Target(std::string(PyUnicode_AsUTF8(v))));
   else n->set_target(Target(borrow_obj(v)));
   return 0;
@@ -250,7 +260,12 @@ int set_args(PyObject* self, PyObject* v, void*) {
   if (PyTuple_Check(v)) {
     a = tuple_to_args(v, &canonical);
   } else {
-    // torch.fx maps whatever it is given; a list becomes a tuple of its items.
+    // torch.fx maps whatever it is given; a list becomes a tuple of its items,
+    // anything else (a dict, a str, an int) is refused.
+    if (!PyList_Check(v)) {
+      PyErr_Format(PyExc_TypeError, "Node.args must be a tuple or a list, not %.200s", Py_TYPE(v)->tp_name);
+      return -1;
+    }
     PyObject* t = PySequence_Tuple(v);
     if (!t) return -1;
     a = tuple_to_args(t, nullptr);
@@ -369,6 +384,10 @@ PyObject* get_meta(PyObject* self, void*) {
 
 int set_meta(PyObject* self, PyObject* v, void*) {
   PyNode* p = as_pynode(self);
+  if (v && !PyDict_Check(v)) {  // codegen and passes read it as a dict (torch.fx fails there)
+    PyErr_Format(PyExc_TypeError, "Node.meta must be a dict, not %.200s", Py_TYPE(v)->tp_name);
+    return -1;
+  }
   Py_XINCREF(v);
   Py_XSETREF(p->meta, v);
   return 0;
@@ -493,7 +512,9 @@ PyObject* node_replace_all_uses_with(PyObject* self, PyObject* args, PyObject* k
   FXCPP_TRY
   Argument w = to_arg(with);
   std::function<bool(Node*)> filter;
+  std::vector<Ref> pinned;  // the callback may erase users: their wrappers keep them readable
   if (cb && cb != Py_None) {
+    for (Node* u : n->users()) pinned.push_back(Ref::steal(wrap_node(u)));
     filter = [cb](Node* u) {
       PyObject* wu = wrap_node(u);
       PyObject* r = PyObject_CallOneArg(cb, wu);
@@ -518,22 +539,26 @@ PyObject* node_replace_input_with(PyObject* self, PyObject* args) {
   if (!PyArg_ParseTuple(args, "OO:replace_input_with", &old_in, &new_in)) return nullptr;
   Node* n = live_node(self);
   if (!n) return nullptr;
-  if (!is_node(old_in)) {
-    // torch.fx compares with ==; a non-Node never matches.
+  FXCPP_TRY
+  // torch.fx compares with ==; a non-Node (or a destroyed one) never matches, but the
+  // arguments are still re-registered (this node moves to the end of its inputs' users).
+  Node* o = is_node(old_in) ? as_pynode(old_in)->node : nullptr;
+  if (!o) {
+    n->replace_input_with(nullptr, Argument());
     Py_RETURN_NONE;
   }
-  FXCPP_TRY
-  Node* o = as_pynode(old_in)->node;
-  if (!o) Py_RETURN_NONE;
   n->replace_input_with(o, to_arg(new_in));
   Py_RETURN_NONE;
   FXCPP_CATCH(nullptr)
 }
 
 PyObject* node_update_arg(PyObject* self, PyObject* args) {
-  Py_ssize_t idx;
+  PyObject* idx_obj;
   PyObject* v;
-  if (!PyArg_ParseTuple(args, "nO:update_arg", &idx, &v)) return nullptr;
+  if (!PyArg_ParseTuple(args, "OO:update_arg", &idx_obj, &v)) return nullptr;
+  // As list indexing in torch.fx's `args[idx] = arg`: an index too large is an IndexError.
+  Py_ssize_t idx = PyNumber_AsSsize_t(idx_obj, PyExc_IndexError);
+  if (idx == -1 && PyErr_Occurred()) return nullptr;
   Node* n = live_node(self);
   if (!n) return nullptr;
   FXCPP_TRY

@@ -1,5 +1,8 @@
 // ObjectInterface for Python objects, and Python <-> Argument conversion.
 #include <unordered_map>
+#ifdef __linux__
+#include <pthread.h>
+#endif
 
 #include "bindings.h"
 #include "fxcpp/passes/lint.h"
@@ -50,6 +53,36 @@ void set_python_error_from_cpp() {
 
 namespace {
 
+// Note [C stack guard]
+// ~~~~~~~~~~~~~~~~~~~~
+// The core prints argument trees recursively and calls back into Python for
+// foreign objects; an object whose str()/repr() prints a graph (a Graph
+// inside its own arguments) re-enters the printer. CPython counts each such
+// call against the recursion limit but not the C++ frames of the argument
+// tree between them, so a deep tree inside a self-printing graph overflowed
+// the C stack. The callbacks check the stack itself and raise RecursionError
+// (torch.fx raises it for the same graphs) with 256 KiB to spare.
+void check_c_stack() {
+#ifdef __linux__
+  static thread_local const char* low = nullptr;
+  if (!low) {
+    pthread_attr_t attr;
+    void* addr = nullptr;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      if (pthread_attr_getstack(&attr, &addr, &size) != 0) addr = nullptr;
+      pthread_attr_destroy(&attr);
+    }
+    low = addr ? static_cast<const char*>(addr) : reinterpret_cast<const char*>(1);  // unknown: never trips
+  }
+  char here;
+  if (&here - low < 256 * 1024) {
+    PyErr_SetString(PyExc_RecursionError, "maximum recursion depth exceeded while printing an argument");
+    throw PythonError();
+  }
+#endif
+}
+
 std::string to_std(PyObject* s) {
   if (!s) throw PythonError();
   Py_ssize_t n;
@@ -74,8 +107,14 @@ class PyInterface final : public ObjectInterface {
  public:
   void retain(void* p) const override { Py_INCREF(static_cast<PyObject*>(p)); }
   void release(void* p) const override { Py_DECREF(static_cast<PyObject*>(p)); }
-  std::string repr(void* p) const override { return to_std(PyObject_Repr(static_cast<PyObject*>(p))); }
-  std::string str(void* p) const override { return to_std(PyObject_Str(static_cast<PyObject*>(p))); }
+  std::string repr(void* p) const override {
+    check_c_stack();
+    return to_std(PyObject_Repr(static_cast<PyObject*>(p)));
+  }
+  std::string str(void* p) const override {
+    check_c_stack();
+    return to_std(PyObject_Str(static_cast<PyObject*>(p)));
+  }
   bool equals(void* a, void* b) const override {
     int r = PyObject_RichCompareBool(static_cast<PyObject*>(a), static_cast<PyObject*>(b), Py_EQ);
     if (r < 0) {
@@ -138,7 +177,10 @@ class PyInterface final : public ObjectInterface {
     PyObject* origin = PyObject_GetAttrString(o, "__origin__");
     if (!origin) {
       PyErr_Clear();
-      return add_global(type_repr(p), Object::borrow(this, p));
+      std::string hint = type_repr(p);
+      // torch.fx's add_global keys its namespace by the object: an unhashable one raises TypeError.
+      if (PyObject_Hash(o) == -1) throw PythonError();
+      return add_global(hint, Object::borrow(this, p));
     }
     PyObject* mapper = helper("_origin_type");
     if (!mapper) {

@@ -361,7 +361,10 @@ std::vector<Node*> Node::replace_all_uses_with(const Argument& with, const std::
   auto repl = [&](Node* n) -> Argument { return n == this ? with : Argument::node(n); };
   for (Node* u : to_process) {
     if (filter && !filter(u)) continue;
-    u->map_args_kwargs(repl);
+    // The filter may edit the graph (torch.fx lets it): a user it erased is
+    // reported but not rewired. (The caller keeps such users alive, see the
+    // header.)
+    if (!u->erased()) u->map_args_kwargs(repl);
     changed.push_back(u);
   }
   // torch.fx: `assert len(self.users) - len(skipped) == 0`, checked after the edit.

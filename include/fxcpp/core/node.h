@@ -280,6 +280,9 @@ class Node {
   /// that were changed, in users order. O(total size of changed users' args).
   /// Like torch.fx, throws AssertionFailure after the edit if users other than
   /// the filtered-out ones remain (`with` is, or contains, this node).
+  /// `filter` may edit the graph; if it may erase users, the caller must keep
+  /// those users' memory alive (the Python binding holds their wrappers), and
+  /// erased users are returned without being rewired.
   std::vector<Node*> replace_all_uses_with(const Argument& with,
                                            const std::function<bool(Node*)>& filter = {});
   std::vector<Node*> replace_all_uses_with(Node* with, const std::function<bool(Node*)>& filter = {}) {
