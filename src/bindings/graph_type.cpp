@@ -181,8 +181,8 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
   }
   if (!ok) {
     // torch.fx names the node before validating its target; so do we.
-    if (!str_target && !PyCallable_Check(target)) {
-      PyErr_SetNone(PyExc_AssertionError);  // torch.fx's _target_to_str assertion
+    if (!nm && !str_target && !PyCallable_Check(target)) {
+      PyErr_SetNone(PyExc_AssertionError);  // torch.fx's _target_to_str assertion (naming from the target)
       return nullptr;
     }
     std::string cand;

@@ -57,6 +57,13 @@ PyObject* set_name_rules(PyObject*, PyObject* args) {
   FXCPP_CATCH(nullptr)
 }
 
+// repr() of a non-ASCII str for the core's printer and codegen: CPython's
+// unicode database decides what is printable (set_non_ascii_repr_hook).
+std::string non_ascii_repr(const std::string& utf8) {
+  Ref u = owned(PyUnicode_DecodeUTF8(utf8.data(), static_cast<Py_ssize_t>(utf8.size()), "surrogatepass"));
+  return utf8_owned(PyObject_Repr(u.get()), "repr()");
+}
+
 PyObject* clear_caches(PyObject*, PyObject*) {
   clear_object_caches();
   Py_RETURN_NONE;
@@ -77,6 +84,7 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fxcpp._C", "fxcpp's C++ core b
 PyMODINIT_FUNC PyInit__C() {
   PyObject* m = PyModule_Create(&fxcpp::py::module_def);
   if (!m) return nullptr;
+  fxcpp::set_non_ascii_repr_hook(fxcpp::py::non_ascii_repr);
   if (fxcpp::py::init_node_type(m) < 0 || fxcpp::py::init_graph_type(m) < 0 || fxcpp::py::init_transform(m) < 0 ||
       fxcpp::py::init_tools(m) < 0 || fxcpp::py::init_trace(m) < 0 ||
       fxcpp::py::init_code(m) < 0) {

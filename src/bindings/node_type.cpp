@@ -593,20 +593,23 @@ PyObject* node_format_node(PyObject* self, PyObject* args, PyObject* kw) {
   Node* n = live_node(self);
   if (!n) return nullptr;
   FXCPP_TRY
+  // As torch.fx: `if placeholder_names: placeholder_names.append(...)` for
+  // placeholders, `if self.type and maybe_return_typename: ...[0] = ...` for
+  // outputs (any truthy object with append / item assignment).
   std::vector<std::string> names;
-  bool use_names = ph != Py_None && PyList_Check(ph) && PyList_GET_SIZE(ph) > 0;
-  if (use_names) names.push_back("");  // non-empty marker: torch.fx tests list truthiness
+  bool use_names = n->op() == Op::Placeholder && ph != Py_None && check(PyObject_IsTrue(ph));
+  if (use_names) names.push_back("");  // non-empty marker
   std::string ret;
-  bool use_ret = rt != Py_None && PyList_Check(rt) && PyList_GET_SIZE(rt) > 0;
+  bool use_ret = n->op() == Op::Output && n->type() && rt != Py_None && check(PyObject_IsTrue(rt));
   auto s = n->format_node(use_names ? &names : nullptr, use_ret ? &ret : nullptr);
   if (use_names && names.size() > 1) {
-    PyObject* v = PyUnicode_FromString(names.back().c_str());
-    PyList_Append(ph, v);
-    Py_DECREF(v);
+    Ref v = owned(PyUnicode_FromStringAndSize(names.back().data(), static_cast<Py_ssize_t>(names.back().size())));
+    Ref r = owned(PyObject_CallMethod(ph, "append", "O", v.get()));
   }
   if (use_ret && !ret.empty()) {
-    PyObject* v = PyUnicode_FromString(ret.c_str());
-    PyList_SetItem(rt, 0, v);
+    Ref v = owned(PyUnicode_FromStringAndSize(ret.data(), static_cast<Py_ssize_t>(ret.size())));
+    Ref zero = owned(PyLong_FromLong(0));
+    check(PyObject_SetItem(rt, zero.get(), v.get()));
   }
   if (!s) Py_RETURN_NONE;
   return PyUnicode_FromStringAndSize(s->data(), static_cast<Py_ssize_t>(s->size()));

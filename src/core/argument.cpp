@@ -237,7 +237,17 @@ std::string py_repr_double(double d) {
   return out;
 }
 
+namespace {
+NonAsciiReprHook g_non_ascii_repr_hook = nullptr;
+}  // namespace
+
+void set_non_ascii_repr_hook(NonAsciiReprHook hook) { g_non_ascii_repr_hook = hook; }
+
 std::string py_repr_string(const std::string& s) {
+  if (g_non_ascii_repr_hook) {
+    for (unsigned char c : s)
+      if (c >= 0x80) return g_non_ascii_repr_hook(s);
+  }
   bool has_single = s.find('\'') != std::string::npos;
   bool has_double = s.find('"') != std::string::npos;
   char q = (has_single && !has_double) ? '"' : '\'';
