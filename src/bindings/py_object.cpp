@@ -143,6 +143,7 @@ class PyInterface final : public ObjectInterface {
     PyObject* v = b ? PyDict_GetItemString(b, name.c_str()) : nullptr;
     return v == static_cast<PyObject*>(p);
   }
+  bool truthy(void* p) const override { return check(PyObject_IsTrue(static_cast<PyObject*>(p))) != 0; }
   std::string type_repr(void* p) const override {
     PyObject* h = helper("_type_repr");
     if (!h) throw PythonError();
