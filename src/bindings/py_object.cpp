@@ -175,6 +175,11 @@ class PyInterface final : public ObjectInterface {
     // torch.fx CodeGen type_repr: generics register their origin and recurse.
     PyObject* o = static_cast<PyObject*>(p);
     if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 0) return "()";
+    if (PyObject_TypeCheck(o, NodeBaseType) || PyObject_TypeCheck(o, GraphBaseType)) {
+      // torch.fx names its own (torch) objects by _get_qualified_name, which reads __name__.
+      PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '__name__'", Py_TYPE(o)->tp_name);
+      throw PythonError();
+    }
     PyObject* origin = PyObject_GetAttrString(o, "__origin__");
     if (!origin) {
       PyErr_Clear();

@@ -73,7 +73,7 @@ STRICTER = {
     "graph_copy's val_map must be a dict (torch.fx only needs `in` until it stores a value)":
         lambda call, e: call == 'graph_copy' and isinstance(e, TypeError) and 'val_map must be a dict' in str(e),
     "python_code's root_module cannot contain NUL":
-        lambda call, e: call == 'python_code' and isinstance(e, ValueError) and 'null character' in str(e),
+        lambda call, e: call.startswith('python_code') and isinstance(e, ValueError) and 'null character' in str(e),
     'a value fxcpp cannot store in an argument tree: self-containing or too deep (torch.fx recurses '
     'the same way but only later, e.g. when printing)':
         lambda call, e: isinstance(e, RecursionError),
@@ -86,7 +86,7 @@ STRICTER = {
     "the graph's root sentinel cannot be moved or erased (torch.fx unlinks it and loses the graph)":
         lambda call, e: isinstance(e, ValueError) and ('root' in str(e) or 'not in this graph' in str(e)),
     "python_code's root_module must be a str (torch.fx formats any object into the source)":
-        lambda call, e: call == 'python_code' and isinstance(e, TypeError) and 'must be str' in str(e),
+        lambda call, e: call.startswith('python_code') and isinstance(e, TypeError) and 'must be str' in str(e),
     'node.target = ... is validated as in create_node (torch.fx validates only there and fails later, '
     'when printing or generating code)':
         lambda call, e: call == 'set target' and isinstance(e, ValueError) and 'is expected' in str(e),
@@ -108,9 +108,6 @@ TORCH_FX_ONLY_RAISES = {
     'torch.fx recurses in Python once or twice per nesting level (map_aggregate) and hits the recursion '
     'limit on arguments a few hundred levels deep; fxcpp converts them in C':
         lambda call, r: call.startswith('deep') and isinstance(r, RecursionError),
-    "a Node used as a type annotation: torch.fx's codegen takes it for a torch object (its module is "
-    "torch.fx.node) and fails to name it":
-        lambda call, r: isinstance(r, AttributeError) and "'Node' object has no attribute '__name__'" in str(r),
     'the graph was edited in the middle of the call (by a hostile __repr__/__eq__/... or a callback): '
     "torch.fx's tables of the nodes it started with go stale (KeyError, ...); fxcpp handles the edit":
         lambda call, r: call.endswith('(graph edited mid-call)'),
@@ -140,6 +137,9 @@ SAME_TYPE_EXEMPT = {
         lambda call, r, o: isinstance(r, Hostile) or isinstance(o, Hostile),
     'recursion in the argument tree surfaces at once in fxcpp':
         lambda call, r, o: isinstance(o, RecursionError),
+    'torch.fx recurses in Python per nesting level and hits the recursion limit on deep arguments '
+    '(fxcpp does not), so fxcpp reports the next problem instead':
+        lambda call, r, o: isinstance(r, RecursionError),
     'UTF-8 refusal (see STRICTER)':
         lambda call, r, o: isinstance(o, UnicodeEncodeError),
     'erased node refused (see STRICTER)':
@@ -577,7 +577,7 @@ def test_node_setters(n, attr, value):
         node = make(n, c)
         setattr(node, attr, make(value, c))
         return getattr(node, attr)
-    _both(f'set {attr}' + (' (list)' if attr == 'args' and value[0] == 'list' else ''), call)
+    _both(f'set {attr}' + (' (list)' if attr == 'args' and value[0] in ('list', 'deep', 'selfref') else ''), call)
 
 
 @given(n=st.one_of(kind('node'), st.just(('erased',)), st.just(('foreign',))),
