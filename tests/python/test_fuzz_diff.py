@@ -294,6 +294,35 @@ class Fuzzer:
 
         return f'{n}.{which} = {value}', action, strict
 
+    def step_set_target(self):
+        n = self.pick_node()
+        fn_target = self.rng.choice(FUNCS)
+        str_target = self.rng.choice(STR_TARGETS)
+
+        def action(side):
+            node = self.mat(n, side)
+            node.target = fn_target if node.op == 'call_function' else str_target
+
+        return f'{n}.target = {fn_target} / {str_target!r}', action, None
+
+    def step_update_arg(self):
+        n = self.pick_node()
+        value = self.pick_arg()
+        idx = self.rng.randrange(-3, 4)
+        key = self.rng.choice(KWARG_KEYS)
+        which = self.rng.random() < 0.5
+        nargs = len(self.mat(n, 1).args)
+        in_range = not which or -nargs <= idx < nargs  # else both raise IndexError first
+        strict = 'erased_as_argument' if self.has_erased(value) and in_range else None
+
+        def action(side):
+            node = self.mat(n, side)
+            if which:
+                return node.update_arg(idx, self.mat(value, side))
+            return node.update_kwarg(key, self.mat(value, side))
+
+        return f'{n}.update_{"arg" if which else "kwarg"}({idx if which else key!r}, {value})', action, strict
+
     def step_rauw(self):
         rng = self.rng
         n = self.pick_node()
@@ -419,7 +448,7 @@ class Fuzzer:
 
     STEPS = [
         (step_create, 30), (step_move, 6), (step_erase, 8), (step_rename, 4), (step_set_args, 5),
-        (step_rauw, 7), (step_replace_input, 5), (step_graph_copy, 3), (step_deepcopy, 2), (step_node_copy, 4),
+        (step_rauw, 7), (step_replace_input, 5), (step_set_target, 2), (step_update_arg, 3), (step_graph_copy, 3), (step_deepcopy, 2), (step_node_copy, 4),
         (step_switch, 3), (step_dce, 3), (step_lint, 2), (step_python_code, 2),
     ]
 
