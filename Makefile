@@ -8,7 +8,7 @@ PREFIX   ?= /usr/local
 export PYTHONPATH := $(CURDIR)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: all deps build build-asan build-asan-python test test-cpp test-asan test-asan-python test-python demo bench \
+.PHONY: all deps build build-asan build-asan-python test test-cpp test-asan test-asan-python test-python demo bench fuzz \
         bench-quick install clean
 
 all: build
@@ -56,6 +56,15 @@ test-python: build
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 
 test: test-cpp test-asan test-python test-asan-python
+
+# Longer fuzzing sessions: the differential fuzzer against torch.fx over many
+# seeds, then the hypothesis API suite with its large profile. Override with
+# FXCPP_FUZZ_SEEDS, FXCPP_FUZZ_STEPS, FXCPP_FUZZ_FIRST_SEED, FXCPP_HYPOTHESIS_MAX_EXAMPLES.
+fuzz: build
+	FXCPP_FUZZ_SEEDS=$${FXCPP_FUZZ_SEEDS:-2000} FXCPP_FUZZ_STEPS=$${FXCPP_FUZZ_STEPS:-200} \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_fuzz_diff.py
+	FXCPP_HYPOTHESIS_PROFILE=fuzz FXCPP_HYPOTHESIS_MAX_EXAMPLES=$${FXCPP_HYPOTHESIS_MAX_EXAMPLES:-2000} \
+	  $(PYTHON) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_fuzz_api.py
 
 demo: build
 	$(PYTHON) examples/demo.py

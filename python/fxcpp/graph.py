@@ -106,13 +106,6 @@ class PythonCode:
     globals: Dict[str, Any]
 
 
-def _format_target(base: str, target: str) -> str:
-    result = base
-    for atom in target.split('.'):
-        result = f'{result}.{atom}' if atom.isidentifier() else f'getattr({result}, "{atom}")'
-    return result
-
-
 class _InsertPoint:
     """Sets the insertion point now; restores the previous one on ``__exit__``."""
 
@@ -415,6 +408,9 @@ class Graph(_C.GraphBase):
 def _target_info(obj):
     """(name, qualified name, printed target, operator name, qualified reference, impure) of a callable."""
     name = getattr(obj, '__name__', None)  # None: naming raises AttributeError, as in torch.fx
+    if name is not None and not isinstance(name, str):
+        # torch.fx fails on it too (_snake_case iterates it; codegen getattr()s it)
+        raise TypeError(f'__name__ of {type(obj).__name__} target must be a str, not {type(name).__name__}')
     try:
         qualified = _get_qualified_name(obj)
     except Exception:

@@ -195,8 +195,8 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
   }
   if (!ok) {
     // torch.fx names the node before validating its target; so do we.
-    if (!str_target && !PyCallable_Check(target)) {
-      PyErr_SetNone(PyExc_AssertionError);  // torch.fx's _target_to_str assertion
+    if (!nm && !str_target && !PyCallable_Check(target)) {
+      PyErr_SetNone(PyExc_AssertionError);  // torch.fx's _target_to_str assertion (naming from the target)
       return nullptr;
     }
     std::string cand = nm ? *nm : Graph::target_to_str(to_target(target, target_what(*op)));
@@ -294,16 +294,20 @@ std::function<Argument(Node*)> py_transform(PyObject* fn) {
 PyObject* graph_node_copy(PyObject* self, PyObject* args, PyObject* kw) {
   static const char* kwlist[] = {"node", "arg_transform", nullptr};
   PyObject* node;
-  PyObject* fn = Py_None;
+  PyObject* fn = nullptr;  // not given: identity
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:node_copy", const_cast<char**>(kwlist), &node, &fn)) return nullptr;
   if (!is_node(node)) {
     PyErr_SetString(PyExc_TypeError, "node_copy expects a Node");
     return nullptr;
   }
+  if (fn && !PyCallable_Check(fn)) {  // torch.fx's map_arg assertion (None included)
+    PyErr_SetString(PyExc_AssertionError, "torch.fx.map_arg(a, fn): fn must be a callable");
+    return nullptr;
+  }
   Node* src = reinterpret_cast<PyNode*>(node)->node;
   if (!src) return node_of(node), nullptr;
   std::function<Argument(Node*)> tf;
-  if (fn != Py_None) tf = py_transform(fn);
+  if (fn) tf = py_transform(fn);
   Node* n = graph_of(self)->node_copy(*src, tf);
   Ref w = Ref::steal(wrap_node(n));
   copy_meta(node, w.get());
@@ -338,18 +342,29 @@ PyObject* graph_graph_copy(PyObject* self, PyObject* args, PyObject* kw) {
       if (kn && kn->graph() == src) vm.emplace(kn, to_arg(v));
     }
   }
+  // Writes the new mappings back (in source order, skipping keys val_map
+  // already holds) and copies Python metadata; also after a failed copy,
+  // which leaves val_map as torch.fx's in-place updates do.
+  auto write_back = [&]() {
+    for (Node* s : src->nodes()) {  // past a pre-mapped output too: torch.fx copies on
+      auto it = vm.find(s);
+      if (it == vm.end()) continue;
+      Ref sw = Ref::steal(wrap_node(s));
+      if (check(PyDict_Contains(val_map, sw.get()))) continue;
+      Ref dw = owned(from_arg(it->second));
+      if (it->second.is_node()) copy_meta(sw.get(), dw.get());
+      check(PyDict_SetItem(val_map, sw.get(), dw.get()));
+    }
+  };
   const Node* out_node = nullptr;
-  std::optional<Argument> rv = dst->graph_copy(*src, vm, &out_node);
-  // Write back the new mappings (in source order) and copy Python metadata.
-  for (Node* s : src->nodes()) {
-    if (s->op() == Op::Output) break;
-    Ref sw = Ref::steal(wrap_node(s));
-    if (check(PyDict_Contains(val_map, sw.get()))) continue;
-    const Argument& mapped = vm.at(s);
-    Ref dw = Ref::steal(from_arg(mapped));
-    if (mapped.is_node()) copy_meta(sw.get(), dw.get());
-    check(PyDict_SetItem(val_map, sw.get(), dw.get()));
+  std::optional<Argument> rv;
+  try {
+    rv = dst->graph_copy(*src, vm, &out_node);
+  } catch (...) {
+    write_back();
+    throw;
   }
+  write_back();
   if (!rv) Py_RETURN_NONE;
   Ref r = Ref::steal(from_arg(*rv));
   if (!return_output) return r.release();

@@ -50,6 +50,13 @@ PyObject* set_name_rules(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// repr() of a non-ASCII str for the core's printer and codegen: CPython's
+// unicode database decides what is printable (set_non_ascii_repr_hook).
+std::string non_ascii_repr(const std::string& utf8) {
+  Ref u = owned(PyUnicode_DecodeUTF8(utf8.data(), static_cast<Py_ssize_t>(utf8.size()), "surrogatepass"));
+  return utf8_owned(PyObject_Repr(u.get()), "repr()");
+}
+
 PyObject* clear_caches(PyObject*, PyObject*) {
   clear_object_caches();
   Py_RETURN_NONE;
@@ -70,6 +77,7 @@ PyMODINIT_FUNC PyInit__C() {
   using namespace fxcpp::py;
   Ref m = Ref::steal(PyModule_Create(&module_def));
   if (!m) return nullptr;
+  fxcpp::set_non_ascii_repr_hook(non_ascii_repr);
   if (add_functions(m.get(), module_methods) < 0 || init_node_type(m.get()) < 0 || init_graph_type(m.get()) < 0 ||
       init_interpreter(m.get()) < 0 || init_matcher(m.get()) < 0 || init_tools(m.get()) < 0 ||
       init_trace(m.get()) < 0 || init_code(m.get()) < 0)

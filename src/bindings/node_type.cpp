@@ -200,6 +200,15 @@ int set_target(PyObject* self, PyObject* v, void*) {
     PyErr_SetString(PyExc_AttributeError, "cannot delete Node.target");
     return -1;
   }
+  // Validated as at creation, with torch.fx's ValueError (torch.fx checks only
+  // there and fails later, printing): the core's printer and codegen rely on it.
+  bool want_callable = n->op() == Op::CallFunction;
+  if (want_callable ? PyUnicode_Check(v) || !PyCallable_Check(v) : !PyUnicode_Check(v)) {
+    Ref r = owned(PyObject_CallFunction(check(helper("_bad_target")), "OsOO", graph_pyobject(n->graph()),
+                                        n->name_c_str(), v, want_callable ? Py_True : Py_False));
+    PyErr_SetString(PyExc_RuntimeError, "_bad_target returned instead of raising");
+    return -1;
+  }
   if (PyUnicode_Check(v)) n->set_target(Target(InternedString(utf8(v, "Node.target"))));
   else n->set_target(Target(borrow_obj(v)));
   return 0;
@@ -247,7 +256,12 @@ int set_args(PyObject* self, PyObject* v, void*) {
   if (PyTuple_Check(v)) {
     a = tuple_to_args(v, &canonical);
   } else {
-    // torch.fx maps whatever it is given; a list becomes a tuple of its items.
+    // torch.fx maps whatever it is given; a list becomes a tuple of its items,
+    // anything else (a dict, a str, an int) is refused.
+    if (!PyList_Check(v)) {
+      PyErr_Format(PyExc_TypeError, "Node.args must be a tuple or a list, not %.200s", Py_TYPE(v)->tp_name);
+      return -1;
+    }
     Ref t = owned(PySequence_Tuple(v));
     a = tuple_to_args(t.get(), nullptr);
     canonical = false;
@@ -341,6 +355,10 @@ PyObject* get_meta(PyObject* self, void*) {
 
 int set_meta(PyObject* self, PyObject* v, void*) {
   PyNode* p = as_pynode(self);
+  if (v && !PyDict_Check(v)) {  // codegen and passes read it as a dict (torch.fx fails there)
+    PyErr_Format(PyExc_TypeError, "Node.meta must be a dict, not %.200s", Py_TYPE(v)->tp_name);
+    return -1;
+  }
   Py_XINCREF(v);
   Py_XSETREF(p->meta, v);
   return 0;
@@ -438,7 +456,7 @@ PyObject* node_append(PyObject* self, PyObject* xo) {
   Node* x;
   if (!n || !same_graph_or_fail(n, xo, &x)) return nullptr;
   Node* nx = n->next();
-  if (nx == x) {
+  if (nx == x && !x->erased()) {  // an erased x (a tombstone right after n) is refused by append
     if (PyErr_WarnEx(PyExc_UserWarning,
                      "Trying to prepend a node to itself. This behavior has no effect on the graph.", 1) < 0)
       return nullptr;
@@ -458,7 +476,9 @@ PyObject* node_replace_all_uses_with(PyObject* self, PyObject* args, PyObject* k
   if (!n) return nullptr;
   Argument w = to_arg(with);
   std::function<bool(Node*)> filter;
+  std::vector<Ref> pinned;  // the callback may erase users: their wrappers keep them readable
   if (cb && cb != Py_None) {
+    for (Node* u : n->users()) pinned.push_back(Ref::steal(wrap_node(u)));
     filter = [cb](Node* u) {
       Ref wu = Ref::steal(wrap_node(u));
       Ref r = owned(PyObject_CallOneArg(cb, wu.get()));
@@ -477,20 +497,24 @@ PyObject* node_replace_input_with(PyObject* self, PyObject* args) {
   if (!PyArg_ParseTuple(args, "OO:replace_input_with", &old_in, &new_in)) return nullptr;
   Node* n = live_node(self);
   if (!n) return nullptr;
-  if (!is_node(old_in)) {
-    // torch.fx compares with ==; a non-Node never matches.
+  // torch.fx compares with ==; a non-Node (or a destroyed one) never matches, but the
+  // arguments are still re-registered (this node moves to the end of its inputs' users).
+  Node* o = is_node(old_in) ? as_pynode(old_in)->node : nullptr;
+  if (!o) {
+    n->replace_input_with(nullptr, Argument());
     Py_RETURN_NONE;
   }
-  Node* o = as_pynode(old_in)->node;
-  if (!o) Py_RETURN_NONE;
   n->replace_input_with(o, to_arg(new_in));
   Py_RETURN_NONE;
 }
 
 PyObject* node_update_arg(PyObject* self, PyObject* args) {
-  Py_ssize_t idx;
+  PyObject* idx_obj;
   PyObject* v;
-  if (!PyArg_ParseTuple(args, "nO:update_arg", &idx, &v)) return nullptr;
+  if (!PyArg_ParseTuple(args, "OO:update_arg", &idx_obj, &v)) return nullptr;
+  // As list indexing in torch.fx's `args[idx] = arg`: an index too large is an IndexError.
+  Py_ssize_t idx = PyNumber_AsSsize_t(idx_obj, PyExc_IndexError);
+  if (idx == -1 && PyErr_Occurred()) return nullptr;
   Node* n = live_node(self);
   if (!n) return nullptr;
   Py_ssize_t size = static_cast<Py_ssize_t>(n->args().size());
@@ -520,19 +544,23 @@ PyObject* node_format_node(PyObject* self, PyObject* args, PyObject* kw) {
   if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO:format_node", const_cast<char**>(kwlist), &ph, &rt)) return nullptr;
   Node* n = live_node(self);
   if (!n) return nullptr;
+  // As torch.fx: `if placeholder_names: placeholder_names.append(...)` for
+  // placeholders, `if self.type and maybe_return_typename: ...[0] = ...` for
+  // outputs (any truthy object with append / item assignment).
   std::vector<std::string> names;
-  bool use_names = ph != Py_None && PyList_Check(ph) && PyList_GET_SIZE(ph) > 0;
-  if (use_names) names.push_back("");  // non-empty marker: torch.fx tests list truthiness
+  bool use_names = n->op() == Op::Placeholder && ph != Py_None && check(PyObject_IsTrue(ph));
+  if (use_names) names.push_back("");  // non-empty marker
   std::string ret;
-  bool use_ret = rt != Py_None && PyList_Check(rt) && PyList_GET_SIZE(rt) > 0;
+  bool use_ret = n->op() == Op::Output && n->type() && rt != Py_None && check(PyObject_IsTrue(rt));
   auto s = n->format_node(use_names ? &names : nullptr, use_ret ? &ret : nullptr);
   if (use_names && names.size() > 1) {
     Ref v = owned(PyUnicode_FromStringAndSize(names.back().data(), static_cast<Py_ssize_t>(names.back().size())));
-    check(PyList_Append(ph, v.get()));
+    Ref r = owned(PyObject_CallMethod(ph, "append", "O", v.get()));
   }
   if (use_ret && !ret.empty()) {
-    // PyList_SetItem steals the reference, also when it fails.
-    check(PyList_SetItem(rt, 0, check(PyUnicode_FromStringAndSize(ret.data(), static_cast<Py_ssize_t>(ret.size())))));
+    Ref v = owned(PyUnicode_FromStringAndSize(ret.data(), static_cast<Py_ssize_t>(ret.size())));
+    Ref zero = owned(PyLong_FromLong(0));
+    check(PyObject_SetItem(rt, zero.get(), v.get()));
   }
   if (!s) Py_RETURN_NONE;
   return str_from_display_text(*s);

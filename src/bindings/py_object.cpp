@@ -1,5 +1,8 @@
 // ObjectInterface for Python objects, and Python <-> Argument conversion.
 #include <unordered_map>
+#ifdef __linux__
+#include <pthread.h>
+#endif
 
 #include "bindings.h"
 #include "fxcpp/passes/lint.h"
@@ -24,6 +27,17 @@ void set_python_error_from_cpp() {
     // already set
   } catch (const LintError& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (const AssertionFailure& e) {
+    if (*e.what()) PyErr_SetString(PyExc_AssertionError, e.what());
+    else PyErr_SetNone(PyExc_AssertionError);
+  } catch (const UnmappedNode& e) {
+    // torch.fx: KeyError(node) from `val_map[node]`.
+    try {
+      Ref w = Ref::steal(wrap_node(const_cast<Node*>(e.node)));
+      PyErr_SetObject(PyExc_KeyError, w.get());
+    } catch (...) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, e.what());
+    }
   } catch (const std::out_of_range& e) {
     PyErr_SetString(PyExc_IndexError, e.what());
   } catch (const std::invalid_argument& e) {
@@ -39,6 +53,36 @@ void set_python_error_from_cpp() {
 
 namespace {
 
+// Note [C stack guard]
+// ~~~~~~~~~~~~~~~~~~~~
+// The core prints argument trees recursively and calls back into Python for
+// foreign objects; an object whose str()/repr() prints a graph (a Graph
+// inside its own arguments) re-enters the printer. CPython counts each such
+// call against the recursion limit but not the C++ frames of the argument
+// tree between them, so a deep tree inside a self-printing graph overflowed
+// the C stack. The callbacks check the stack itself and raise RecursionError
+// (torch.fx raises it for the same graphs) with 256 KiB to spare.
+void check_c_stack() {
+#ifdef __linux__
+  static thread_local const char* low = nullptr;
+  if (!low) {
+    pthread_attr_t attr;
+    void* addr = nullptr;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      if (pthread_attr_getstack(&attr, &addr, &size) != 0) addr = nullptr;
+      pthread_attr_destroy(&attr);
+    }
+    low = addr ? static_cast<const char*>(addr) : reinterpret_cast<const char*>(1);  // unknown: never trips
+  }
+  char here;
+  if (&here - low < 256 * 1024) {
+    PyErr_SetString(PyExc_RecursionError, "maximum recursion depth exceeded while printing an argument");
+    throw PythonError();
+  }
+#endif
+}
+
 // Per-callable facts computed once by the Python helper `_target_info`.
 struct TargetInfo {
   std::string name, qualified_name, pretty, operator_name, qualified_reference;
@@ -51,9 +95,11 @@ class PyInterface final : public ObjectInterface {
   void retain(void* p) const override { Py_INCREF(static_cast<PyObject*>(p)); }
   void release(void* p) const override { Py_DECREF(static_cast<PyObject*>(p)); }
   std::string repr(void* p) const override {
+    check_c_stack();
     return display_text_owned(PyObject_Repr(static_cast<PyObject*>(p)));
   }
   std::string str(void* p) const override {
+    check_c_stack();
     return display_text_owned(PyObject_Str(static_cast<PyObject*>(p)));
   }
   bool equals(void* a, void* b) const override {
@@ -86,6 +132,7 @@ class PyInterface final : public ObjectInterface {
     if (!v && PyErr_Occurred()) throw PythonError();
     return v == static_cast<PyObject*>(p);
   }
+  bool truthy(void* p) const override { return check(PyObject_IsTrue(static_cast<PyObject*>(p))) != 0; }
   std::string type_repr(void* p) const override {
     PyObject* h = check(helper("_type_repr"));
     return display_text_owned(PyObject_CallOneArg(h, static_cast<PyObject*>(p)));
@@ -106,10 +153,18 @@ class PyInterface final : public ObjectInterface {
     // torch.fx CodeGen type_repr: generics register their origin and recurse.
     PyObject* o = static_cast<PyObject*>(p);
     if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 0) return "()";
+    if (PyObject_TypeCheck(o, NodeBaseType) || PyObject_TypeCheck(o, GraphBaseType)) {
+      // torch.fx names its own (torch) objects by _get_qualified_name, which reads __name__.
+      PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '__name__'", Py_TYPE(o)->tp_name);
+      throw PythonError();
+    }
     Ref origin = Ref::steal(PyObject_GetAttrString(o, "__origin__"));
     if (!origin) {
       PyErr_Clear();
-      return add_global(type_repr(p), Object::borrow(this, p));
+      std::string hint = type_repr(p);
+      // torch.fx's add_global keys its namespace by the object: an unhashable one raises TypeError.
+      if (PyObject_Hash(o) == -1) throw PythonError();
+      return add_global(hint, Object::borrow(this, p));
     }
     PyObject* mapper = check(helper("_origin_type"));
     Ref ot = owned(PyObject_CallOneArg(mapper, origin.get()));
@@ -252,7 +307,9 @@ Argument to_arg_container(PyObject* o, bool* canonical) {
   if (PySlice_Check(o)) {
     if (canonical) *canonical = false;
     auto* s = reinterpret_cast<PySliceObject*>(o);
-    return Argument::slice(to_arg(s->start, nullptr), to_arg(s->stop, nullptr), to_arg(s->step, nullptr));
+    Argument start = to_arg(s->start, nullptr);  // sequenced: errors surface in torch.fx's order
+    Argument stop = to_arg(s->stop, nullptr);
+    return Argument::slice(std::move(start), std::move(stop), to_arg(s->step, nullptr));
   }
   return Argument::foreign(borrow_obj(o));
 }

@@ -175,8 +175,15 @@ Argument Argument::map_nodes(const std::function<Argument(Node*)>& fn) const {
       for (auto& kv : pairs()) out.emplace_back(kv.first, kv.second.map_nodes(fn));
       return Argument::dict(std::move(out));
     }
-    case ArgKind::Slice:
-      return Argument::slice(slice_start().map_nodes(fn), slice_stop().map_nodes(fn), slice_step().map_nodes(fn));
+    case ArgKind::Slice: {
+      // Sequenced (function arguments are evaluated in no set order): fn sees
+      // start, stop, step in torch.fx's order, which decides which KeyError a
+      // failing graph_copy reports.
+      Argument start = slice_start().map_nodes(fn);
+      Argument stop = slice_stop().map_nodes(fn);
+      Argument step = slice_step().map_nodes(fn);
+      return Argument::slice(std::move(start), std::move(stop), std::move(step));
+    }
     default: return *this;
   }
 }
@@ -230,7 +237,17 @@ std::string py_repr_double(double d) {
   return out;
 }
 
+namespace {
+NonAsciiReprHook g_non_ascii_repr_hook = nullptr;
+}  // namespace
+
+void set_non_ascii_repr_hook(NonAsciiReprHook hook) { g_non_ascii_repr_hook = hook; }
+
 std::string py_repr_string(const std::string& s) {
+  if (g_non_ascii_repr_hook) {
+    for (unsigned char c : s)
+      if (c >= 0x80) return g_non_ascii_repr_hook(s);
+  }
   bool has_single = s.find('\'') != std::string::npos;
   bool has_double = s.find('"') != std::string::npos;
   char q = (has_single && !has_double) ? '"' : '\'';

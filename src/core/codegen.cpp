@@ -138,10 +138,9 @@ class Generator {
   /// Codegen name of a node of this graph: created at first mention (torch.fx
   /// order), then cached by the node's index.
   std::string_view node_repr(const Node* n) {
-    if (n->graph() != &g_) {  // lint-invalid graphs
-      leave_fast_names();
-      return ns_.create_name(n->name(), n, nullptr);
-    }
+    // A node of another graph (lint-invalid graphs): torch.fx overrides the
+    // repr of this graph's nodes only, so it prints under its own name.
+    if (n->graph() != &g_) return n->name();
     const char*& slot = names_[n->index()];
     if (!slot) {
       if (fast_names_ && ns_.keeps(n->name())) {
@@ -354,7 +353,7 @@ class Generator {
       }
       case Op::CallMethod: {
         std::string& out = begin_assignment(node, ann);
-        if (args.empty()) throw std::out_of_range("call_method node without arguments");
+        if (args.empty()) throw std::out_of_range("tuple index out of range");
         scratch_.clear();
         repr_to(scratch_, args[0]);
         format_target_into(out, scratch_, node.target().str().get());
@@ -393,10 +392,12 @@ class Generator {
           for (auto& a : args) vals.push_back(repr(a));
           std::string stmt = format_positional(fi.inplace, vals);
           std::string r(node_repr(&node));
-          emit(stmt + ";  " + r + ann + " = " + repr(args.empty() ? throw std::out_of_range("vector::_M_range_check") : args[0]));
+          emit(stmt + ";  " + r + ann + " = " + repr(args.empty() ? throw std::out_of_range("tuple index out of range") : args[0]));
           return;
         }
         const std::string& gname = global_for(node.target().fn(), fi);
+        // torch.fx tests `node.args[1]` before the length: fewer than two args raise IndexError.
+        if (gname == "getattr" && args.size() < 2) throw std::out_of_range("tuple index out of range");
         if (gname == "getattr" && args.size() == 2 && args[1].is_string() && is_identifier(args[1].as_string())) {
           std::string r(node_repr(&node));
           emit(r + ann + " = " + format_target(repr(args[0]), args[1].as_string()));
@@ -432,7 +433,9 @@ class Generator {
       }
       case Op::Output: {
         if (node.type()) maybe_return_annotation_ = " -> " + type_repr(node.type());
-        Argument out = args.empty() ? Argument() : args[0];
+        // torch.fx generates from `node.args[0]`: an output without args raises IndexError.
+        if (args.empty()) throw std::out_of_range("tuple index out of range");
+        const Argument& out = args[0];
         if (o_.hooks.generate_output) {
           emit(o_.hooks.generate_output(out, [this](const Argument& a) { return repr(a); }));
         } else {

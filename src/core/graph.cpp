@@ -392,14 +392,16 @@ std::optional<Argument> Graph::graph_copy(const Graph& other, std::unordered_map
   auto lookup = [&](Node* n) -> Argument {
     auto it = val_map.find(n);
     if (it == val_map.end())
-      throw std::out_of_range("graph_copy: node '" + std::string(n->name()) + "' has no mapped value");
+      throw UnmappedNode(n, "graph_copy: node '" + std::string(n->name()) + "' has no mapped value");
     return it->second;
   };
   for (Node* node : other.nodes()) {
     if (val_map.count(node)) continue;
     if (node->op() == Op::Output) {
       if (output_node) *output_node = node;
-      return node->args().empty() ? Argument() : node->args()[0].map_nodes(lookup);
+      // torch.fx maps `node.args[0]`: an output without args raises IndexError.
+      if (node->args().empty()) throw std::out_of_range("tuple index out of range");
+      return node->args()[0].map_nodes(lookup);
     }
     val_map[node] = Argument::node(node_copy(*node, lookup));
   }

@@ -332,6 +332,7 @@ void Node::append(Node* x) {
   if (x->graph() != graph()) throw std::invalid_argument("Attempting to move a Node into a different Graph");
   if (x->op() == Op::Root) throw std::invalid_argument("The graph's root node cannot be moved");
   if (x == this) return;
+  if (x->erased_) throw std::invalid_argument("Attempting to move an erased Node");
   // torch.fx: self._next.prepend(x), with _next the raw successor.
   Node* nx = next_;
   if (nx == x) return;  // already right after us
@@ -360,9 +361,14 @@ std::vector<Node*> Node::replace_all_uses_with(const Argument& with, const std::
   auto repl = [&](Node* n) -> Argument { return n == this ? with : Argument::node(n); };
   for (Node* u : to_process) {
     if (filter && !filter(u)) continue;
-    u->map_args_kwargs(repl);
+    // The filter may edit the graph (torch.fx lets it): a user it erased is
+    // reported but not rewired. (The caller keeps such users alive, see the
+    // header.)
+    if (!u->erased()) u->map_args_kwargs(repl);
     changed.push_back(u);
   }
+  // torch.fx: `assert len(self.users) - len(skipped) == 0`, checked after the edit.
+  if (num_users() != to_process.size() - changed.size()) throw AssertionFailure("");
   return changed;
 }
 

@@ -161,7 +161,11 @@ std::string format_arg(const Argument& a) {
 std::optional<std::string> Node::format_node(std::vector<std::string>* placeholder_names,
                                              std::string* maybe_return_typename) const {
   std::string users = "[#users=" + std::to_string(num_users()) + "]";
-  const Object& type_ = type();
+  const Object& type_obj = type();
+  // Placeholders and outputs print the annotation `if self.type` (a falsy one,
+  // e.g. (), is left out); the other ops test `is not None`.
+  const bool type_ = (op() == Op::Placeholder || op() == Op::Output) && type_obj &&
+                     type_obj.iface()->truthy(type_obj.get());
   const std::string name_(name());
   const KwArgs& kwargs_ = kwargs();
   const ArgSpan args_ = args();
@@ -169,26 +173,28 @@ std::optional<std::string> Node::format_node(std::vector<std::string>* placehold
   switch (op_) {
     case Op::Placeholder: {
       std::string arg_str = target_.str();
-      if (type_) arg_str += arg_str + ": " + type_str(type_);  // (sic) torch.fx 1.13
+      if (type_) arg_str += arg_str + ": " + type_str(type_obj);  // (sic) torch.fx 1.13
       if (placeholder_names && !placeholder_names->empty()) {
         placeholder_names->push_back(arg_str);
         return std::nullopt;
       }
-      std::string maybe_typename = type_ ? type_str(type_) + " " : "";
+      std::string maybe_typename = type_ ? type_str(type_obj) + " " : "";
       std::string default_val = args_.empty() ? "" : "(default=" + str_argument(args_[0]) + ")";
       return "%" + name_ + " : " + maybe_typename + users + " = placeholder[target=" + target_.str() + "]" + default_val;
     }
     case Op::GetAttr: {
-      std::string maybe_typename = type_ ? type_str(type_) + " " : "";
+      std::string maybe_typename = type_obj ? type_str(type_obj) + " " : "";  // `is not None` here
       return "%" + name_ + " : " + maybe_typename + users + " = get_attr[target=" + target_.str() + "]";
     }
     case Op::Output: {
-      if (type_ && maybe_return_typename) *maybe_return_typename = " -> " + type_str(type_);
-      return "return " + (args_.empty() ? std::string("None") : str_argument(args_[0]));
+      if (type_ && maybe_return_typename) *maybe_return_typename = " -> " + type_str(type_obj);
+      // torch.fx formats `self.args[0]`: an output without args raises IndexError.
+      if (args_.empty()) throw std::out_of_range("tuple index out of range");
+      return "return " + str_argument(args_[0]);
     }
     case Op::Root: return std::string();
     default: {
-      std::string maybe_typename = type_ ? type_str(type_) + " " : "";
+      std::string maybe_typename = type_obj ? type_str(type_obj) + " " : "";  // `is not None` here
       std::string tgt = target_.fn() ? target_.fn().iface()->pretty_target(target_.fn().get()) : target_.str().get();
       std::string a = "(";
       for (size_t i = 0; i < args_.size(); ++i) {

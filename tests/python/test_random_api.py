@@ -75,10 +75,18 @@ def step(rng, graphs):
             n = rng.choice(body(g))
             pos = vals.index(n)
             n.args = tuple(rng.choice(vals[:pos]) for _ in n.args)
-        elif kind == 'kwargs' and body(g):
-            n = rng.choice(body(g))
-            if n.target in (operator.add, operator.mul, operator.sub):
-                pass  # operators take no kwargs
+        elif kind == 'kwargs':
+            # move a unary torch function's input between args and kwargs
+            # (torch.relu(x) <-> torch.relu(input = x)): both print, generate and run
+            unary = [n for n in body(g) if ARITY[n.target] == 1]
+            if unary:
+                n = rng.choice(unary)
+                if n.args:
+                    n.kwargs = {'input': n.args[0]}
+                    n.args = ()
+                else:
+                    n.args = (n.kwargs['input'],)
+                    n.kwargs = {}
         elif kind == 'move' and len(body(g)) >= 2:
             # move a node right after its last input (always legal)
             n = rng.choice(body(g))

@@ -134,7 +134,15 @@ class Argument {
 using KwArgs = std::vector<std::pair<std::string, Argument>>;
 
 /// Python-compatible text helpers (exactly Python 3's repr()).
+/// py_repr_string: ASCII and U+0080..U+00A0 are escaped as Python does; other
+/// non-ASCII text is copied raw unless a NonAsciiReprHook is installed (the
+/// Python bindings install one that asks CPython, whose unicode database
+/// decides which code points are printable).
 std::string py_repr_string(const std::string& s);
+/// repr() of a str given as UTF-8 that contains non-ASCII bytes.
+using NonAsciiReprHook = std::string (*)(const std::string& utf8);
+/// Installs (or, with nullptr, removes) the hook; not thread-safe, set once at start-up.
+void set_non_ascii_repr_hook(NonAsciiReprHook hook);
 std::string py_repr_double(double d);
 
 }  // namespace fxcpp

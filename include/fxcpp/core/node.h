@@ -28,6 +28,7 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,22 @@ namespace fxcpp {
 
 class Graph;
 class Node;
+
+/// Raised where torch.fx fails a bare `assert` (e.g. `n.replace_all_uses_with(n)`
+/// while `n` has users). The Python bindings raise AssertionError with what()
+/// as its message (none when what() is empty).
+struct AssertionFailure : std::logic_error {
+  using std::logic_error::logic_error;
+};
+
+/// Raised where torch.fx raises KeyError(node): `node` has no mapped value
+/// (graph_copy of a graph that uses a node before defining it). Derives from
+/// std::out_of_range so C++ callers may catch either; `node` is borrowed from
+/// the graph being copied.
+struct UnmappedNode : std::out_of_range {
+  UnmappedNode(const Node* n, const std::string& what) : std::out_of_range(what), node(n) {}
+  const Node* node;
+};
 
 /// The six torch.fx opcodes, plus the list sentinel.
 enum class Op : uint8_t { Placeholder, GetAttr, CallFunction, CallMethod, CallModule, Output, Root };
@@ -262,6 +279,11 @@ class Node {
   /// Replaces every use of this node by `with` (may be any Argument), in users for
   /// which `filter(user)` is true (all when filter is empty). Returns the users
   /// that were changed, in users order. O(total size of changed users' args).
+  /// Like torch.fx, throws AssertionFailure after the edit if users other than
+  /// the filtered-out ones remain (`with` is, or contains, this node).
+  /// `filter` may edit the graph; if it may erase users, the caller must keep
+  /// those users' memory alive (the Python binding holds their wrappers), and
+  /// erased users are returned without being rewired.
   std::vector<Node*> replace_all_uses_with(const Argument& with,
                                            const std::function<bool(Node*)>& filter = {});
   std::vector<Node*> replace_all_uses_with(Node* with, const std::function<bool(Node*)>& filter = {}) {

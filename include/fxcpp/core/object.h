@@ -56,6 +56,9 @@ class ObjectInterface {
   virtual bool is_builtin(void*, const std::string&) const { return false; }
   /// torch.fx `_type_repr` for printing a type annotation in str(graph).
   virtual std::string type_repr(void* p) const { return repr(p); }
+  /// Python truthiness (str(graph) prints a type annotation `if self.type`:
+  /// an empty tuple is not printed). Default: true.
+  virtual bool truthy(void*) const { return true; }
   /// Codegen form of a type annotation; may register globals (typing generics).
   virtual std::string annotation(void* p, const AddGlobalFn& add_global) const;
   /// Field names when `p` is a NamedTuple class (repr of its instances).
