@@ -78,6 +78,8 @@ def test_bad_arguments_raise_type_error():
         _C._assemble_function(b'def f(): return 1', '<k>')
     with pytest.raises(TypeError):
         _C._assemble_function('def f():\n    return 1\n', 3)
+    with pytest.raises(UnicodeEncodeError, match='src'):
+        _C._assemble_function('def f():\n    return "\ud800"\n', '<k>')
 
 
 # ---------------------------------------------------------------------------
