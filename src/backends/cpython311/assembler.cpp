@@ -287,6 +287,7 @@ class Assembler {
   P parse_string();
   P make_tuple(size_t mark, int col, int end);
   P make_pair(EK kind, uint8_t op, const P& left, const P& right, int stop);
+  bool subscript_warns(int value, int index) const;
   void parse_call(P& p);
   void parse_statement();
   void parse_header(AssembledFunction& out);
@@ -596,6 +597,9 @@ void Assembler::parse_call(P& p) {
       if (accept("=")) {
         if (syms_[static_cast<size_t>(sym(kw))].keyword) refuse(Refusal::kSyntax, "keyword as argument name");
         P v = parse_expr();
+        // compile() raises SyntaxError("keyword argument repeated")
+        for (std::string_view k : kws)
+          if (k == kw) refuse(Refusal::kSyntax, "keyword argument repeated");
         kws.push_back(kw);
         scratch_.push_back(v.node);
         ++nkw;
@@ -633,6 +637,11 @@ P Assembler::parse_primary() {
       exprs_[e].a = p.node;
       p = P{e, p.start, static_cast<int>(pos_)};
     } else if (accept("(")) {
+      // compiler.c's check_caller warns (SyntaxWarning, "perhaps you missed
+      // a comma?") on calling a literal or a display
+      EK k = exprs_[static_cast<size_t>(p.node)].kind;
+      if (k == EK::Const || k == EK::Tuple || k == EK::List || k == EK::Dict)
+        refuse(Refusal::kConstruct, "call of a literal (CPython warns)");
       parse_call(p);
     } else if (accept("[")) {
       size_t mark = scratch_.size();
@@ -660,11 +669,32 @@ P Assembler::parse_primary() {
         index = make_tuple(mark, exprs_[scratch_[mark]].col, exprs_[scratch_.back()].end).node;
       }
       if (is_const(p.node) && is_const(index)) refuse(Refusal::kFoldedConstant, "constant subscript (CPython folds it)");
+      if (subscript_warns(p.node, index)) refuse(Refusal::kConstruct, "subscript CPython warns about");
       p = make_pair(EK::Subscript, 0, p, P{index, 0, 0}, static_cast<int>(pos_));
     } else {
       return p;
     }
   }
+}
+
+// Whether compiler.c's check_subscripter or check_index warns (SyntaxWarning,
+// "perhaps you missed a comma?") on `value[index]`: subscripting None, ...,
+// a number, or indexing a str, tuple or list with a literal that is not an int.
+bool Assembler::subscript_warns(int value, int index) const {
+  using K = Constant::Kind;
+  const Expr& v = exprs_[static_cast<size_t>(value)];
+  if (v.kind == EK::Const) {
+    K k = const_of(value).kind;
+    if (k == K::None || k == K::Ellipsis || k == K::Int || k == K::Bool || k == K::Float) return true;
+  }
+  // infer_type(index): known for literals and displays only
+  const Expr& i = exprs_[static_cast<size_t>(index)];
+  bool known_not_int = i.kind == EK::Tuple || i.kind == EK::List || i.kind == EK::Dict ||
+                       (i.kind == EK::Const && const_of(index).kind != K::Int && const_of(index).kind != K::Bool);
+  if (!known_not_int) return false;
+  bool sequence = v.kind == EK::Tuple || v.kind == EK::List ||
+                  (v.kind == EK::Const && (const_of(value).kind == K::Str || const_of(value).kind == K::Tuple));
+  return sequence;
 }
 
 // A node of two children (BinOp, Compare, Subscript) spanning left.start..stop.
@@ -904,6 +934,7 @@ void Assembler::parse_statement() {
 void Assembler::parse_header(AssembledFunction& out) {
   expect("def");
   out.name = std::string(take_name());
+  if (is_keyword(out.name)) refuse(Refusal::kSyntax, "keyword as function name");
   expect("(");
   while (!accept(")")) {
     if (peek("*") || peek("/")) refuse(Refusal::kStarArgs, "star or slash parameter");
@@ -1189,10 +1220,15 @@ void Assembler::visit_stmt(const Stmt& s) {
         emit_ref(STORE_FAST, Ref::Store, sym(t.name), t.col, t.end);
       }
       return;
-    case Stmt::K::Expr:
+    case Stmt::K::Expr: {
       visit(s.value);
-      emit(POP_TOP, 0, s.col, s.end);
+      // compiler_visit_stmt_expr marks its POP_TOP artificial (no location);
+      // propagate_line_numbers then gives it the previous instruction's, which
+      // differs from the statement's span for `(x)` or `(a).b`.
+      int col = code_.back().col, end = code_.back().end;
+      emit(POP_TOP, 0, col, end);
       return;
+    }
     case Stmt::K::Return:
       if (s.value < 0) {
         Constant none;

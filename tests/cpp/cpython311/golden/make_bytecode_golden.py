@@ -64,6 +64,10 @@ ACCEPTED = {
     "identity_and_membership": fn(["x = a is b;  y = a is not None;  z = a in b;  w = a not in (1, 2)",
                                    "v = (a is True) == (b in a)", "return (x, y, z, w, v)"]),
     "many_names": fn([f"y{j} = torch.t{j}" for j in range(300)] + ["return y299"]),
+    # an expression statement's POP_TOP takes the location of the instruction before it
+    "expression_statements": fn(["(a)", "(a).b", "f(a)", "(f)(b)", "(a, b)", "return a"]),
+    "subscripts_compile_takes_quietly": fn(["x = 'ab'[a];  y = (a, b)[a];  z = [a, b][0];  w = a[1.5]",
+                                            "v = {'k': a}['k'];  u = (1, 2)[a];  t = a[(1, 'k')]", "return x"]),
     "chained_store_300": fn([" = ".join(f"x{j}" for j in range(300)) + " = a", "return x299"]),
 }
 
@@ -97,6 +101,14 @@ REFUSED = {
     "slice_syntax": (fn(["x = a[1:2]", "return x"]), "construct"),
     "augmented": (fn(["a += 1", "return a"]), "construct"),
     "two_defs": (fn(["return a"]) + "\ndef g():\n    return 1\n", "body_shape"),
+    # compile() warns (SyntaxWarning, "perhaps you missed a comma?") or raises
+    "call_of_literal": (fn(["x = f(a, 1(b))", "return x"]), "construct"),
+    "call_of_display": (fn(["x = [a](b)", "return x"]), "construct"),
+    "subscript_of_number": (fn(["x = 1[a]", "return x"]), "construct"),
+    "index_not_int": (fn(["x = [a, b]['k']", "return x"]), "construct"),
+    "str_index_tuple": (fn(["x = 'ab'[(a, b)]", "return x"]), "construct"),
+    "keyword_function_name": ("def for(a):\n    return a\n", "syntax"),
+    "repeated_keyword": (fn(["x = f(k = a, k = b)", "return x"]), "syntax"),
     "nested_block": (fn(["if a:", "    return b", "return a"]), "construct"),
 }
 
