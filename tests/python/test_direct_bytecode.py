@@ -311,3 +311,41 @@ def test_big_graph_assembles_and_runs():
     gm = fx.GraphModule(torch.nn.Module(), g)
     assert gm(0) == sum(range(3000))
     assert gm.code in fb._loader._assembled
+
+
+@py311
+def test_mutated_sources_are_refused_or_equal_compile():
+    # Differential fuzzing with a fixed seed: small random edits of the golden
+    # and probe sources must either be refused or assemble to exactly what
+    # compile() gives, with no SyntaxError or SyntaxWarning compile() would
+    # raise for the function (a prologue goes through compile() itself).
+    import random
+    rng = random.Random(1311)
+    alphabet = list(" ()[]{},.:;=+-*/%@&|^~<>!'\"\\#\n\tabcxyz019_eEjJ") + [
+        ' is ', ' in ', ' not ', ' is not ', ' not in ', '\u00e9', 'for', '1(', '[0]']
+    seeds = list(ACCEPTED.values()) + [fb._PROBE_SRC]
+    accepted = 0
+    for _ in range(3000):
+        src = rng.choice(seeds)
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(src))
+            kind = rng.randrange(3)
+            if kind == 0:
+                src = src[:i] + src[i + rng.randint(1, 3):]
+            else:
+                src = src[:i] + rng.choice(alphabet) + src[i + (kind == 2):]
+        refusal, result = _C._assemble_function(src, '<k>')
+        if refusal:
+            assert Refusal(refusal) is not Refusal.NONE and result
+            continue
+        accepted += 1
+        prologue = result[3]
+        with warnings.catch_warnings():
+            warnings.simplefilter('error')
+            try:
+                fb._check_assembled(src, '<k>', result[0])
+            except SyntaxError:
+                assert prologue is not None, src
+                with pytest.raises(SyntaxError):
+                    compile(prologue, '<k>', 'exec')
+    assert accepted > 100
