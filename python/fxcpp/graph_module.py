@@ -2,32 +2,28 @@
 
 Behaviour mirrors ``torch.fx.graph_module`` (1.13.1).  Implementation notes:
 
-* Generated source is compiled under a unique pseudo file name
-  (``<eval_with_key>.N``) that is registered lazily in :mod:`linecache`, so
-  tracebacks, ``inspect.getsource`` and TorchScript can all see it.
-* Compiled code objects are memoised by source text: rebuilding / copying /
-  unpickling a GraphModule whose code did not change skips ``compile()``.
-* The generated ``forward`` is built without ``compile()`` when its source is
-  in the straight-line subset codegen writes (Note [Direct bytecode] in
-  ``include/fxcpp/core/bytecode.h``): the C++ core assembles the very code
-  object CPython 3.11's compiler would produce.  ``_DIRECT_BYTECODE = False``
-  turns this off; ``_VERIFY_BYTECODE = True`` compares every assembled code
-  object with ``compile()``'s (the test suite runs that way).
+* ``forward`` is built from the generated source by :mod:`fxcpp._forward_builder`:
+  sources are registered with :mod:`linecache` under ``<eval_with_key>.N``
+  names, built code objects are memoised by source text, and on CPython 3.11
+  the code object is assembled directly instead of by ``compile()`` (Note
+  [Direct bytecode] in ``src/backends/cpython311/assembler.h``).
+  ``fxcpp.graph_module._DIRECT_BYTECODE = False`` turns direct assembly off;
+  ``_VERIFY_BYTECODE = True`` compares every assembled code object with
+  ``compile()``'s (the test suite runs that way).  Both names read and write
+  through to :mod:`fxcpp._forward_builder`.
 * With ``_LAZY_FORWARD`` (default) ``recompile`` produces the source eagerly
-  but compiles it on the first lookup of ``forward``; a syntactically invalid
+  but builds ``forward`` on its first lookup; a syntactically invalid
   generated program therefore raises on first use rather than in
   ``recompile``.  Set ``_LAZY_FORWARD = False`` for torch.fx's eager timing.
 """
-import builtins
 import copy
-import functools
 import linecache
 import os
 import sys
 import traceback
+import types
 import warnings
 from pathlib import Path
-from types import CodeType, FunctionType
 from typing import Any, Dict, List, Optional, Set, Tuple, Type, Union
 
 import torch
@@ -36,218 +32,18 @@ import torch.overrides
 from torch.nn.modules.module import _addindent
 from torch.package import Importer, PackageExporter, PackageImporter, sys_importer
 
-from . import _C
+from . import _forward_builder
+# Forward building (source loader, memo caches, direct bytecode, lazy
+# forward) lives in _forward_builder; torch.fx has these names here.
+from ._forward_builder import (  # noqa: F401
+    _EvalCacheLoader, _LazyForward, _exec_with_source, _forward_from_src, _loader)
 from ._compatibility import compatibility
 from .graph import Graph, PythonCode, _PyTreeCodeGen, _custom_builtins, _is_from_torch
 
-
-# ---------------------------------------------------------------------------
-# Executing generated source while keeping it retrievable
-# ---------------------------------------------------------------------------
-
-class _EvalCacheLoader(object):
-    """A PEP 302 style loader that serves generated sources to linecache.
-
-    ``eval_cache`` maps the pseudo file name to its source text.
-    """
-
-    # maximum number of memoised code objects (sources stay in eval_cache)
-    _MAX_COMPILED = 2048
-
-    def __init__(self):
-        self.eval_cache: Dict[str, str] = {}
-        self.next_id = 0
-        self._compiled: Dict[str, Tuple[str, CodeType]] = {}
-        # source -> (key, (code, params, return annotation, prologue)) of assembled functions
-        self._assembled: Dict[str, Tuple[str, tuple]] = {}
-
-    def cache(self, src: str, globals: Optional[Dict[str, Any]] = None) -> str:
-        """Remember ``src`` under a fresh pseudo file name and register a lazy
-        linecache entry for it.  ``globals`` is accepted for API compatibility
-        and never mutated.  Returns the pseudo file name."""
-        key = self._get_key()
-        self.eval_cache[key] = src
-        self._register(key)
-        return key
-
-    def _register(self, key: str) -> None:
-        # The same shape ``linecache.lazycache`` produces: a 1-tuple holding a
-        # no-argument callable returning the source.  It is realised on the
-        # first ``linecache.getlines(key)``.
-        linecache.cache[key] = (functools.partial(self.get_source, key),)
-
-    # linecache asks loaders for source through get_source (PEP 302 protocol).
-    def get_source(self, module_name: str) -> Optional[str]:
-        return self.eval_cache.get(module_name)
-
-    def _get_key(self) -> str:
-        key = f'<eval_with_key>.{self.next_id}'
-        self.next_id += 1
-        return key
-
-    def _hit(self, memo: Dict[str, Tuple[str, Any]], src: str) -> Optional[Any]:
-        """The memoised value for ``src``, re-registering its source with
-        linecache if that was cleared (e.g. ``linecache.clearcache()``)."""
-        hit = memo.get(src)
-        if hit is None:
-            return None
-        if hit[0] not in linecache.cache:
-            self._register(hit[0])
-        return hit[1]
-
-    def _remember(self, memo: Dict[str, Tuple[str, Any]], src: str, key: str, value: Any) -> None:
-        if len(memo) >= self._MAX_COMPILED:
-            memo.pop(next(iter(memo)), None)
-        memo[src] = (key, value)
-
-    def compile(self, src: str) -> CodeType:
-        """Compile ``src`` (memoised on the source text)."""
-        code = self._hit(self._compiled, src)
-        if code is None:
-            key = self.cache(src)
-            code = compile(src, key, 'exec')
-            self._remember(self._compiled, src, key, code)
-        return code
-
-
-    def function(self, src: str, namespace: Dict[str, Any]) -> Optional[FunctionType]:
-        """The function ``src`` defines, built from directly assembled bytecode
-        with ``namespace`` as its globals; None when ``src`` needs ``compile()``
-        (Note [Direct bytecode])."""
-        if not _direct_bytecode_enabled():
-            return None
-        assembled = self._hit(self._assembled, src)
-        if assembled is None:
-            if src in self._compiled:
-                return None
-            key = f'<eval_with_key>.{self.next_id}'   # what cache() will hand out
-            assembled = _C._assemble_function(src, key)
-            if isinstance(assembled, str):     # outside the subset: compile()
-                return None
-            if _VERIFY_BYTECODE:
-                _check_assembled(src, key, assembled[0])
-            self._remember(self._assembled, src, self.cache(src), assembled)
-        return _make_function(assembled, namespace)
-
-
-_loader = _EvalCacheLoader()
-
-# Note [Direct bytecode]: switches (see the module docstring).
-_DIRECT_BYTECODE = True
-_VERIFY_BYTECODE = False
-_direct_bytecode_state: Optional[bool] = None   # the one-time probe's verdict
-
-# A probe covering every instruction shape the assembler emits.  The first use
-# in a process compares its assembled code object with compile()'s and turns
-# the fast path off for good if they differ.
-_PROBE_SRC = """
-
-
-def forward(self, x, y : torch.Tensor = None):
-    add = x + 1;  x = None
-    relu = torch.relu(add, inplace = False);  add = None
-    view = relu.view(1, -1, k = (2, 3));  relu = None
-    getattr_1 = getattr(self.layer1, "0")(view, [1, 2, 3], [view, 2], (view, 1.5), {'a': view}, {'a': 1, 'b': view})
-    getitem = getattr_1[(slice(None, 2, None), 0)];  getattr_1 = None
-    neg = -getitem ** 2 // ~view @ y;  getitem = None
-    eq = neg == 1.0;  neg = view = None
-    return (eq, None, 'tail\u00e9')
-    """
-
-
-def _check_assembled(src: str, key: str, code: CodeType) -> None:
-    module = compile(src, key, 'exec')
-    ref = next(c for c in module.co_consts if isinstance(c, CodeType))
-    fields = ('co_stacksize', 'co_nlocals', 'co_qualname', 'co_filename', 'co_linetable', 'co_code', 'co_consts')
-    if code != ref or any(getattr(code, f) != getattr(ref, f) for f in fields):
-        raise AssertionError('fxcpp: directly assembled bytecode differs from compile() for this source '
-                             '(Note [Direct bytecode]); please report it:\n' + src)
-
-
-def _direct_bytecode_enabled() -> bool:
-    global _direct_bytecode_state
-    if not _DIRECT_BYTECODE:
-        return False
-    if _direct_bytecode_state is None:
-        probe = _C._assemble_function(_PROBE_SRC, '<fxcpp probe>')
-        try:
-            if isinstance(probe, str):
-                raise AssertionError(probe)
-            _check_assembled(_PROBE_SRC, '<fxcpp probe>', probe[0])
-            _direct_bytecode_state = True
-        except AssertionError as e:
-            _direct_bytecode_state = False
-            if not str(e).startswith('direct bytecode needs'):
-                warnings.warn(f'fxcpp: direct bytecode disabled, compile() is used instead ({e})')
-    return _direct_bytecode_state
-
-
-def _make_function(assembled: tuple, namespace: Dict[str, Any]) -> FunctionType:
-    """Executing the ``def``: the function object, its defaults and its
-    annotations, evaluated in ``namespace`` (defaults first, as CPython does)."""
-    code, params, return_annotation, prologue = assembled
-    # exec() would insert the builtins the function resolves names through
-    namespace.setdefault('__builtins__', builtins.__dict__)
-    if prologue is not None:   # module-level statements before the def
-        exec(compile(prologue, code.co_filename, 'exec'), namespace)
-    fn = FunctionType(code, namespace)
-    defaults = [d for _, _, d in params if d is not None]
-    annotated = [(name, a) for name, a, _ in params if a is not None]
-    if return_annotation is not None:
-        annotated.append(('return', return_annotation))
-    if defaults or annotated:
-        text = '(({}), ({}))'.format(''.join(f'({d}),' for d in defaults),
-                                     ''.join(f'({a}),' for _, a in annotated))
-        default_values, annotation_values = eval(text, namespace)
-        if defaults:
-            fn.__defaults__ = default_values
-        if annotated:
-            fn.__annotations__ = {name: v for (name, _), v in zip(annotated, annotation_values)}
-    return fn
-
-
-def _exec_with_source(src: str, globals: Dict[str, Any]):
-    exec(_loader.compile(src), globals)
-
-
-def _forward_from_src(src: str, globals: Dict[str, Any]):
-    # work on a copy: the caller's globals stay untouched
-    namespace = dict(globals)
-    fn = _loader.function(src, namespace)
-    if fn is not None:
-        return fn
-    _exec_with_source(src, namespace)
-    return namespace.pop('forward')
-
-
-# When true, ``recompile`` defers compiling the generated source until
-# ``forward`` is first looked up (call, ``inspect``, TorchScript, ...).  The
-# source text (``code``) is always produced eagerly.
+# When true, ``recompile`` defers building ``forward`` from the generated
+# source until it is first looked up (call, ``inspect``, TorchScript, ...).
+# The source text (``code``) is always produced eagerly.
 _LAZY_FORWARD = True
-
-
-class _LazyForward:
-    """Class attribute standing in for a not yet compiled ``forward``.
-
-    On first lookup it compiles the source and replaces itself on the owning
-    class with the real function, so later lookups cost nothing extra."""
-    __slots__ = ('src', 'globals', 'owner')
-
-    def __init__(self, src: str, globals: Dict[str, Any], owner: type):
-        self.src = src
-        self.globals = globals
-        self.owner = owner
-
-    def materialize(self):
-        fn = _forward_from_src(self.src, self.globals)
-        owner = self.owner
-        if owner.__dict__.get('forward') is self:
-            owner.forward = fn
-        return fn
-
-    def __get__(self, obj, objtype=None):
-        fn = self.materialize()
-        return fn if obj is None else fn.__get__(obj, objtype)
 
 
 def _format_import_statement(name: str, obj: Any, importer: Importer) -> str:
@@ -851,3 +647,34 @@ class {module_name}(torch.nn.Module):
         new_gm = self.__copy__()
         new_gm._is_replica = True
         return new_gm
+
+
+# ---------------------------------------------------------------------------
+# The forward builder's switches, under the names the README documents
+# ---------------------------------------------------------------------------
+
+_BUILDER_SWITCHES = frozenset({'_DIRECT_BYTECODE', '_VERIFY_BYTECODE'})
+
+
+class _GraphModuleModule(types.ModuleType):
+    """The type of this module: ``_DIRECT_BYTECODE`` and ``_VERIFY_BYTECODE``
+    read and write through to :mod:`fxcpp._forward_builder`, which owns them,
+    so ``fxcpp.graph_module._DIRECT_BYTECODE = False`` keeps working (the
+    documented way to customise module attribute access)."""
+
+    def __getattr__(self, name: str) -> Any:   # only for names not found otherwise
+        if name in _BUILDER_SWITCHES:
+            return getattr(_forward_builder, name)
+        raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _BUILDER_SWITCHES:
+            setattr(_forward_builder, name, value)
+        else:
+            super().__setattr__(name, value)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | _BUILDER_SWITCHES)
+
+
+sys.modules[__name__].__class__ = _GraphModuleModule

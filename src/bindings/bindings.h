@@ -70,13 +70,6 @@ struct PythonError : std::exception {
 
 /// Converts the active C++ exception into a Python exception.
 void set_python_error_from_cpp();
-#define FXCPP_TRY try {
-#define FXCPP_CATCH(ret)            \
-  }                                 \
-  catch (...) {                     \
-    ::fxcpp::py::set_python_error_from_cpp(); \
-    return ret;                     \
-  }
 
 /// The owning reference to a Python object: releases it on destruction.
 /// Move-only; null is a valid (empty) state. Cost: one pointer.

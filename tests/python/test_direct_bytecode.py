@@ -1,11 +1,14 @@
 """Note [Direct bytecode]: GraphModule.forward built without compile().
 
-The C++ core assembles the code object CPython 3.11's compiler would produce
-for the generated source.  These tests compare it with compile() (the whole
-suite also does, through conftest's _VERIFY_BYTECODE), check that refusals
-fall back cleanly, and that the functions behave like torch.fx's: defaults,
-annotations, tracebacks, inspect, TorchScript, wrapped functions.
+The CPython 3.11 backend (src/backends/cpython311) assembles the code object
+CPython 3.11's compiler would produce for the generated source, and
+fxcpp._forward_builder uses it.  These tests compare it with compile() (the
+whole suite also does, through conftest's _VERIFY_BYTECODE), check that
+refusals carry their code and fall back cleanly, that the first-use probe
+covers what it must, and that the functions behave like torch.fx's:
+defaults, annotations, tracebacks, inspect, TorchScript, wrapped functions.
 """
+import dis
 import inspect
 import linecache
 import operator
@@ -20,10 +23,13 @@ import torch
 import torch.fx as tfx
 
 import fxcpp as fx
+import fxcpp._forward_builder as fb
 import fxcpp.graph_module as fx_gm
 from fxcpp import _C
+from fxcpp._forward_builder import Refusal
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'cpp', 'core', 'golden'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'cpp', 'cpython311',
+                                'golden'))
 from make_bytecode_golden import ACCEPTED, REFUSED  # noqa: E402
 
 py311 = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason='direct bytecode targets CPython 3.11')
@@ -38,7 +44,8 @@ def compiled_function_code(src, key='<k>'):
 @pytest.mark.parametrize('name', sorted(ACCEPTED))
 def test_assembled_equals_compiled(name):
     src = ACCEPTED[name]
-    code, params, ret, prologue = _C._assemble_function(src, '<k>')
+    refusal, (code, params, ret, prologue) = _C._assemble_function(src, '<k>')
+    assert refusal == Refusal.NONE
     ref = compiled_function_code(src)
     assert code == ref
     for field in ('co_code', 'co_consts', 'co_names', 'co_varnames', 'co_linetable', 'co_stacksize',
@@ -53,8 +60,17 @@ def test_assembled_equals_compiled(name):
 @pytest.mark.parametrize('name', sorted(REFUSED))
 def test_refused_sources_say_why(name):
     src, reason = REFUSED[name]
-    result = _C._assemble_function(src, '<k>')
-    assert isinstance(result, str) and reason in result
+    refusal, detail = _C._assemble_function(src, '<k>')
+    assert Refusal(refusal) is Refusal[reason.upper()], detail
+    assert isinstance(detail, str) and detail
+    assert fb._assemble(src, '<k>') == (Refusal[reason.upper()], detail)
+
+
+def test_refusal_codes_match_the_backend():
+    names = _C._assembler_refusals()
+    assert names[0] == 'none' and len(set(names)) == len(names)
+    assert [m.name.lower() for m in Refusal] == list(names)
+    assert [int(m) for m in Refusal] == list(range(len(names)))
 
 
 def test_bad_arguments_raise_type_error():
@@ -62,6 +78,8 @@ def test_bad_arguments_raise_type_error():
         _C._assemble_function(b'def f(): return 1', '<k>')
     with pytest.raises(TypeError):
         _C._assemble_function('def f():\n    return 1\n', 3)
+    with pytest.raises(UnicodeEncodeError, match='src'):
+        _C._assemble_function('def f():\n    return "\ud800"\n', '<k>')
 
 
 # ---------------------------------------------------------------------------
@@ -90,7 +108,7 @@ def test_graph_module_uses_assembled_forward():
     assert ours.code == theirs.code
     x = torch.randn(3, 4)
     torch.testing.assert_close(ours(x), theirs(x))
-    assert ours.code in fx_gm._loader._assembled
+    assert ours.code in fb._loader._assembled
     fn = type(ours).forward
     assert fn.__code__ == compiled_function_code(ours.code, fn.__code__.co_filename)
     # what executing the def would give, as with torch.fx
@@ -105,11 +123,31 @@ def test_graph_module_uses_assembled_forward():
 
 def test_switch_off_uses_compile(monkeypatch):
     monkeypatch.setattr(fx_gm, '_DIRECT_BYTECODE', False)
+    assert fb._DIRECT_BYTECODE is False         # graph_module's name writes through
     net = Net()
     gm = fx.symbolic_trace(net)
     x = torch.randn(3, 4)
     torch.testing.assert_close(gm(x), net(x))
-    assert gm.code in fx_gm._loader._compiled
+    assert gm.code in fb._loader._compiled
+
+
+def test_graph_module_switches_are_the_builders():
+    assert fx_gm._loader is fb._loader and fx_gm._forward_from_src is fb._forward_from_src
+    for name in ('_DIRECT_BYTECODE', '_VERIFY_BYTECODE'):
+        old = getattr(fb, name)
+        try:
+            setattr(fx_gm, name, 'x')
+            assert getattr(fb, name) == 'x' and getattr(fx_gm, name) == 'x'
+            setattr(fb, name, 'y')
+            assert getattr(fx_gm, name) == 'y'
+        finally:
+            setattr(fb, name, old)
+        assert name in dir(fx_gm) and name not in vars(fx_gm)
+    with pytest.raises(AttributeError, match='no attribute'):
+        fx_gm._NO_SUCH_SWITCH
+    fx_gm._some_other_name = 1                  # other names stay the module's own
+    assert vars(fx_gm)['_some_other_name'] == 1 and not hasattr(fb, '_some_other_name')
+    del fx_gm._some_other_name
 
 
 @py311
@@ -143,7 +181,7 @@ def test_wrapped_function_prologue_runs():
     assert ours.code.lstrip().startswith('torch.fx._symbolic_trace.wrap(')
     x = torch.randn(2, 2)
     torch.testing.assert_close(ours(x), theirs(x))
-    assert ours.code in fx_gm._loader._assembled
+    assert ours.code in fb._loader._assembled
 
 
 def _wrapped_helper(x):
@@ -185,34 +223,80 @@ def test_probe_mismatch_disables_fast_path(monkeypatch):
     real = _C._assemble_function
 
     def wrong(src, key):
-        result = real(src, key)
-        if isinstance(result, str):
-            return result
+        refusal, result = real(src, key)
+        if refusal:
+            return refusal, result
         code = result[0].replace(co_stacksize=result[0].co_stacksize + 1)
-        return (code,) + result[1:]
+        return refusal, (code,) + result[1:]
 
-    monkeypatch.setattr(fx_gm._C, '_assemble_function', wrong)
-    monkeypatch.setattr(fx_gm, '_direct_bytecode_state', None)
+    monkeypatch.setattr(fb._C, '_assemble_function', wrong)
+    monkeypatch.setattr(fb, '_direct_bytecode_state', None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
-        assert not fx_gm._direct_bytecode_enabled()
+        assert not fb._direct_bytecode_enabled()
     if sys.version_info[:2] == (3, 11):
         assert any('direct bytecode disabled' in str(w.message) for w in caught)
     gm = fx.symbolic_trace(Net())             # falls back to compile()
     x = torch.randn(3, 4)
     gm(x)
-    assert gm.code in fx_gm._loader._compiled
+    assert gm.code in fb._loader._compiled
+
+
+@pytest.mark.parametrize('refusal', [Refusal.UNSUPPORTED_INTERPRETER, Refusal.SYNTAX])
+def test_probe_refusal(monkeypatch, refusal):
+    # another interpreter: quietly off; the probe itself refused: off, with a warning
+    monkeypatch.setattr(fb._C, '_assemble_function', lambda src, key: (int(refusal), 'some text'))
+    monkeypatch.setattr(fb, '_direct_bytecode_state', None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        assert not fb._direct_bytecode_enabled()
+        assert not fb._direct_bytecode_enabled()   # decided once
+    messages = [str(w.message) for w in caught]
+    if refusal is Refusal.UNSUPPORTED_INTERPRETER:
+        assert messages == []
+    else:
+        assert len(messages) == 1 and 'probe was refused (syntax: some text)' in messages[0]
+
+
+def _location_codes(code):
+    """The entry codes of a CPython 3.11 co_linetable (Objects/locations.md)."""
+    table, codes, i = code.co_linetable, [], 0
+    while i < len(table):
+        codes.append((table[i] >> 3) & 15)
+        i += 1
+        while i < len(table) and not table[i] & 0x80:
+            i += 1
+    return codes
+
+
+@py311
+def test_probe_covers_what_the_assembler_emits():
+    refusal, (code, *_) = _C._assemble_function(fb._PROBE_SRC, '<probe>')
+    assert refusal == Refusal.NONE
+    fb._check_assembled(fb._PROBE_SRC, '<probe>', code)
+    ops = {i.opname for i in dis.get_instructions(code)}
+    for op in ('EXTENDED_ARG', 'LIST_APPEND', 'LIST_TO_TUPLE', 'LIST_EXTEND', 'COPY', 'IS_OP', 'CONTAINS_OP',
+               'COMPARE_OP', 'BUILD_CONST_KEY_MAP', 'BUILD_MAP', 'KW_NAMES', 'LOAD_METHOD', 'LOAD_ATTR',
+               'PUSH_NULL', 'BINARY_SUBSCR', 'UNARY_NEGATIVE', 'UNARY_POSITIVE', 'UNARY_INVERT'):
+        assert op in ops, op
+    # every instruction the golden cases produce is in the probe
+    golden_ops = set()
+    for src in ACCEPTED.values():
+        golden_ops |= {i.opname for i in dis.get_instructions(compiled_function_code(src))}
+    assert golden_ops <= ops, golden_ops - ops
+    codes = set(_location_codes(code))
+    assert set(range(13)) <= codes and 14 in codes     # short 0-9, one-line 10-12, long
 
 
 @py311
 def test_verification_catches_a_wrong_code_object(monkeypatch):
     src = ACCEPTED['binary_chain']
-    code = _C._assemble_function(src, '<k>')[0]
+    code = _C._assemble_function(src, '<k>')[1][0]
     with pytest.raises(AssertionError, match='differs from compile'):
-        fx_gm._check_assembled(src, '<k>', code.replace(co_stacksize=code.co_stacksize + 1))
+        fb._check_assembled(src, '<k>', code.replace(co_stacksize=code.co_stacksize + 1))
     with pytest.raises(AssertionError, match='differs from compile'):
-        fx_gm._check_assembled(src, '<k>', code.replace(co_linetable=code.co_linetable[:-2] + b'\x80\x00'))
-    fx_gm._check_assembled(src, '<k>', code)
+        fb._check_assembled(src, '<k>', code.replace(co_linetable=code.co_linetable[:-2] + b'\x80\x00'))
+    fb._check_assembled(src, '<k>', code)
 
 
 @py311
@@ -226,4 +310,42 @@ def test_big_graph_assembles_and_runs():
     g.output(cur)
     gm = fx.GraphModule(torch.nn.Module(), g)
     assert gm(0) == sum(range(3000))
-    assert gm.code in fx_gm._loader._assembled
+    assert gm.code in fb._loader._assembled
+
+
+@py311
+def test_mutated_sources_are_refused_or_equal_compile():
+    # Differential fuzzing with a fixed seed: small random edits of the golden
+    # and probe sources must either be refused or assemble to exactly what
+    # compile() gives, with no SyntaxError or SyntaxWarning compile() would
+    # raise for the function (a prologue goes through compile() itself).
+    import random
+    rng = random.Random(1311)
+    alphabet = list(" ()[]{},.:;=+-*/%@&|^~<>!'\"\\#\n\tabcxyz019_eEjJ") + [
+        ' is ', ' in ', ' not ', ' is not ', ' not in ', '\u00e9', 'for', '1(', '[0]']
+    seeds = list(ACCEPTED.values()) + [fb._PROBE_SRC]
+    accepted = 0
+    for _ in range(3000):
+        src = rng.choice(seeds)
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(src))
+            kind = rng.randrange(3)
+            if kind == 0:
+                src = src[:i] + src[i + rng.randint(1, 3):]
+            else:
+                src = src[:i] + rng.choice(alphabet) + src[i + (kind == 2):]
+        refusal, result = _C._assemble_function(src, '<k>')
+        if refusal:
+            assert Refusal(refusal) is not Refusal.NONE and result
+            continue
+        accepted += 1
+        prologue = result[3]
+        with warnings.catch_warnings():
+            warnings.simplefilter('error')
+            try:
+                fb._check_assembled(src, '<k>', result[0])
+            except SyntaxError:
+                assert prologue is not None, src
+                with pytest.raises(SyntaxError):
+                    compile(prologue, '<k>', 'exec')
+    assert accepted > 100

@@ -20,6 +20,7 @@ import torch.fx as tfx
 import torch.nn as nn
 
 import fxcpp as fx
+import fxcpp._forward_builder as fb
 import fxcpp.graph_module as fx_gm
 from fxcpp import immutable_collections as fx_ic
 from fxcpp._compatibility import compatibility as fx_compat
@@ -327,7 +328,7 @@ def test_forward_globals_not_mutated():
     g.output(g.call_function(torch.relu, (x,)))
     pc = g.python_code('self')
     before = dict(pc.globals)
-    fwd = fx_gm._forward_from_src(pc.src, pc.globals)
+    fwd = fb._forward_from_src(pc.src, pc.globals)
     assert pc.globals == before
     assert fwd.__name__ == 'forward'
 
@@ -335,7 +336,7 @@ def test_forward_globals_not_mutated():
 def test_forward_compilation_mode(forward_mode):
     _, _, ours = pair()
     cls = type(ours)
-    assert isinstance(cls.__dict__['forward'], fx_gm._LazyForward) == forward_mode
+    assert isinstance(cls.__dict__['forward'], fb._LazyForward) == forward_mode
     x = torch.randn(2, 4)
     ours(x)
     # after first use the class holds the plain function
@@ -383,11 +384,11 @@ def test_getsource_and_linecache():
 def test_exec_with_source_registers_source():
     src = 'def forward(self):\n    return 1 + 1\n'
     ns = {}
-    fx_gm._exec_with_source(src, ns)
+    fb._exec_with_source(src, ns)
     co = ns['forward'].__code__
     assert co.co_filename.startswith('<eval_with_key>.')
     assert ''.join(linecache.getlines(co.co_filename)) == src
-    assert fx_gm._loader.get_source(co.co_filename) == src
+    assert fb._loader.get_source(co.co_filename) == src
 
 
 def test_pytree_codegen_specs():

@@ -1,8 +1,8 @@
 // CPython 3.11 bytecode for the straight-line subset codegen writes.
-// See Note [Direct bytecode] in bytecode.h.  Every rule below names the
+// See Note [Direct bytecode] in assembler.h.  Every rule below names the
 // CPython 3.11 behaviour it reproduces; the Python test suite checks the
 // result against compile() for every generated program it runs.
-#include "fxcpp/core/bytecode.h"
+#include "assembler.h"
 
 #include <charconv>
 #include <climits>
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <unordered_map>
 
-namespace fxcpp {
+namespace fxcpp::cpython311 {
 namespace {
 
 // CPython 3.11 opcode numbers (Lib/opcode.py) and inline cache sizes
@@ -31,6 +31,8 @@ enum Op : uint8_t {
   BUILD_MAP = 105,
   LOAD_ATTR = 106,
   COMPARE_OP = 107,
+  IS_OP = 117,
+  CONTAINS_OP = 118,
   LOAD_GLOBAL = 116,
   COPY = 120,
   BINARY_OP = 122,
@@ -70,17 +72,42 @@ int cache_entries(uint8_t op) {
 // compile.c's STACK_USE_GUIDELINE: bigger displays and calls change shape.
 constexpr int kStackUseGuideline = 30;
 
-// BINARY_OP opargs (opcode._nb_ops) and COMPARE_OP opargs (opcode.cmp_op).
+// BINARY_OP opargs (opcode._nb_ops).
 enum NbOp : uint8_t {
   NB_ADD = 0, NB_AND = 1, NB_FLOOR_DIVIDE = 2, NB_LSHIFT = 3, NB_MATRIX_MULTIPLY = 4, NB_MULTIPLY = 5,
   NB_REMAINDER = 6, NB_OR = 7, NB_POWER = 8, NB_RSHIFT = 9, NB_SUBTRACT = 10, NB_TRUE_DIVIDE = 11, NB_XOR = 12,
 };
 
+// COMPARE_OP opargs: indexes into opcode.cmp_op.
+enum CmpOp : uint8_t { CMP_LT = 0, CMP_LE = 1, CMP_EQ = 2, CMP_NE = 3, CMP_GT = 4, CMP_GE = 5 };
+
+// IS_OP and CONTAINS_OP opargs: the invert flag (`is not`, `not in`).
+enum InvertFlag : uint8_t { NOT_INVERTED = 0, INVERTED = 1 };
+
+// Location table entry codes of CPython 3.11 (Objects/locations.md); an
+// entry's first byte is 0x80 | code << 3 | (code units - 1).
+enum LocationCode : uint8_t {
+  LOC_SHORT_0 = 0,           // 0-9: same line, column group = code, 1 byte (col % 8, length)
+  LOC_SHORT_LAST = 9,
+  LOC_ONE_LINE_0 = 10,       // 10-12: line delta code - 10, then column and end column bytes
+  LOC_ONE_LINE_2 = 12,
+  LOC_NO_COLUMN = 13,        // line delta as signed varint, no columns
+  LOC_LONG = 14,             // line delta, end line delta, column + 1, end column + 1 (varints)
+  LOC_NONE = 15,             // no location
+};
+// The most code units one entry covers.
+constexpr int kMaxUnitsPerEntry = 8;
+
+// The first byte of a location entry.
+char location_header(LocationCode code, int units) {
+  return static_cast<char>(0x80 | (code << 3) | (units - 1));
+}
 struct Refused {
-  std::string why;
+  Refusal reason;
+  std::string detail;
 };
 
-[[noreturn]] void refuse(std::string why) { throw Refused{std::move(why)}; }
+[[noreturn]] void refuse(Refusal reason, std::string detail) { throw Refused{reason, std::move(detail)}; }
 
 bool is_keyword(std::string_view s) {
   if (s.size() < 2 || s.size() > 8) return false;
@@ -102,7 +129,8 @@ enum class EK : uint8_t { Name, Const, Attribute, Call, BinOp, Unary, Compare, S
 
 struct Expr {
   EK kind = EK::Name;
-  uint8_t op = 0;          // BinOp: NbOp; Unary: opcode; Compare: cmp index
+  uint8_t op = 0;          // BinOp: NbOp; Unary: opcode; Compare: the oparg
+  uint8_t cmp_opcode = 0;  // Compare: COMPARE_OP, IS_OP or CONTAINS_OP
   int col = 0, end = 0;    // the node's span
   std::string_view id;     // Name, Attribute: the identifier
   int sym = -1;            // Name, Attribute: its interned symbol
@@ -167,11 +195,11 @@ class Assembler {
       if ((c == '*' && d == '*') || (c == '/' && d == '/') || (c == '<' && (d == '<' || d == '=')) ||
           (c == '>' && (d == '>' || d == '=')) || (c == '=' && d == '=') || (c == '-' && d == '>'))
         return false;
-      if (d == '=' && std::strchr("+-*/%@&|^", c)) refuse("augmented assignment");
+      if (d == '=' && std::strchr("+-*/%@&|^", c)) refuse(Refusal::kConstruct, "augmented assignment");
     }
     if (n == 2 && pos_ + 2 < line_.size() && line_[pos_ + 2] == '=' && (!std::strcmp(tok, "**") ||
         !std::strcmp(tok, "//") || !std::strcmp(tok, "<<") || !std::strcmp(tok, ">>")))
-      refuse("augmented assignment");
+      refuse(Refusal::kConstruct, "augmented assignment");
     return true;
   }
   template <size_t N>
@@ -182,7 +210,7 @@ class Assembler {
   }
   template <size_t N>
   void expect(const char (&tok)[N]) {
-    if (!accept(tok)) refuse(std::string("expected '") + tok + "'");
+    if (!accept(tok)) refuse(Refusal::kSyntax, std::string("expected '") + tok + "'");
   }
   static bool name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
   static bool name_char(char c) { return name_start(c) || (c >= '0' && c <= '9'); }
@@ -193,11 +221,11 @@ class Assembler {
   std::string_view take_name(int* col = nullptr) {
     skip_space();
     size_t b = pos_;
-    if (b >= line_.size() || !name_start(line_[b])) refuse("expected a name");
+    if (b >= line_.size() || !name_start(line_[b])) refuse(Refusal::kSyntax, "expected a name");
     while (pos_ < line_.size() && name_char(line_[pos_])) ++pos_;
     if (pos_ < line_.size() && (static_cast<unsigned char>(line_[pos_]) >= 0x80 || line_[pos_] == '\'' ||
                                 line_[pos_] == '"'))
-      refuse("non-ASCII name or prefixed string");
+      refuse(Refusal::kLiteral, "non-ASCII name or prefixed string");
     if (col) *col = static_cast<int>(b);
     return line_.substr(b, pos_ - b);
   }
@@ -218,7 +246,7 @@ class Assembler {
   std::vector<Expr> exprs_;
   std::vector<int> kids_;
   std::vector<std::string_view> kwnames_;
-  std::vector<BytecodeConstant> pool_;  // constants as written, before interning
+  std::vector<Constant> pool_;  // constants as written, before interning
   std::vector<Target> targets_;
   std::vector<int> scratch_;
 
@@ -230,7 +258,7 @@ class Assembler {
     e.end = end;
     return static_cast<int>(exprs_.size()) - 1;
   }
-  int add_const(BytecodeConstant c, int col, int end) {
+  int add_const(Constant c, int col, int end) {
     pool_.push_back(std::move(c));
     int i = add_expr(EK::Const, col, end);
     exprs_[i].a = static_cast<int>(pool_.size()) - 1;
@@ -243,7 +271,7 @@ class Assembler {
     scratch_.resize(mark);
   }
   bool is_const(int e) const { return exprs_[e].kind == EK::Const; }
-  const BytecodeConstant& const_of(int e) const { return pool_[static_cast<size_t>(exprs_[e].a)]; }
+  const Constant& const_of(int e) const { return pool_[static_cast<size_t>(exprs_[e].a)]; }
 
   // ---- parsing ----------------------------------------------------------------------
   P parse_atom();
@@ -259,6 +287,7 @@ class Assembler {
   P parse_string();
   P make_tuple(size_t mark, int col, int end);
   P make_pair(EK kind, uint8_t op, const P& left, const P& right, int stop);
+  bool subscript_warns(int value, int index) const;
   void parse_call(P& p);
   void parse_statement();
   void parse_header(AssembledFunction& out);
@@ -299,7 +328,7 @@ class Assembler {
   void emit_ref(uint8_t op, Ref ref, int symbol, int col, int end) {
     code_.push_back(Instr{op, ref, static_cast<uint32_t>(symbol), line_of_stmt_, col, end});
   }
-  int const_slot(const BytecodeConstant& c);
+  int const_slot(const Constant& c);
   int name_slot(int symbol);
   int var_slot(int symbol);
   void visit(int e);
@@ -316,8 +345,8 @@ class Assembler {
 // The interning key of a constant: equal exactly when CPython's
 // _PyCode_ConstantKey makes them one constant (same type and value; -0.0 and
 // 0.0 differ).
-void const_key(const BytecodeConstant& c, std::string& k) {
-  using K = BytecodeConstant::Kind;
+void const_key(const Constant& c, std::string& k) {
+  using K = Constant::Kind;
   switch (c.kind) {
     case K::None: k += 'n'; break;
     case K::Ellipsis: k += 'e'; break;
@@ -367,25 +396,25 @@ P Assembler::parse_number() {
     }
   }
   if (pos_ < line_.size() && (name_char(line_[pos_]) || line_[pos_] == '.'))
-    refuse("number literal form");  // 0x.., 1j, 1_000, ...
+    refuse(Refusal::kLiteral, "number literal form");  // 0x.., 1j, 1_000, ...
   std::string_view t = line_.substr(b, pos_ - b);
-  BytecodeConstant c;
+  Constant c;
   if (is_float) {
-    c.kind = BytecodeConstant::Kind::Float;
+    c.kind = Constant::Kind::Float;
     auto r = std::from_chars(t.data(), t.data() + t.size(), c.floating);
-    if (r.ec != std::errc() || r.ptr != t.data() + t.size()) refuse("float literal");
+    if (r.ec != std::errc() || r.ptr != t.data() + t.size()) refuse(Refusal::kLiteral, "float literal");
   } else {
-    if (t.size() > 1 && t[0] == '0') refuse("int literal with leading zero");
-    c.kind = BytecodeConstant::Kind::Int;
+    if (t.size() > 1 && t[0] == '0') refuse(Refusal::kLiteral, "int literal with leading zero");
+    c.kind = Constant::Kind::Int;
     auto r = std::from_chars(t.data(), t.data() + t.size(), c.integer);
-    if (r.ec != std::errc() || r.ptr != t.data() + t.size()) refuse("int literal beyond 64 bits");
+    if (r.ec != std::errc() || r.ptr != t.data() + t.size()) refuse(Refusal::kLiteral, "int literal beyond 64 bits");
   }
   int col = static_cast<int>(b);
   return P{add_const(std::move(c), col, static_cast<int>(pos_)), col, static_cast<int>(pos_)};
 }
 
 void append_utf8(std::string& s, uint32_t cp) {
-  if (cp >= 0xD800 && cp <= 0xDFFF) refuse("surrogate in string literal");
+  if (cp >= 0xD800 && cp <= 0xDFFF) refuse(Refusal::kLiteral, "surrogate in string literal");
   if (cp < 0x80) {
     s += static_cast<char>(cp);
   } else if (cp < 0x800) {
@@ -401,25 +430,25 @@ void append_utf8(std::string& s, uint32_t cp) {
     s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
     s += static_cast<char>(0x80 | (cp & 0x3F));
   } else {
-    refuse("code point out of range");
+    refuse(Refusal::kLiteral, "code point out of range");
   }
 }
 
 P Assembler::parse_string() {
   size_t b = pos_;
   char q = line_[pos_++];
-  if (line_.compare(b, 3, std::string(3, q)) == 0) refuse("triple-quoted string");
-  BytecodeConstant c;
-  c.kind = BytecodeConstant::Kind::Str;
+  if (line_.compare(b, 3, std::string(3, q)) == 0) refuse(Refusal::kLiteral, "triple-quoted string");
+  Constant c;
+  c.kind = Constant::Kind::Str;
   for (;;) {
-    if (pos_ >= line_.size()) refuse("unterminated string");
+    if (pos_ >= line_.size()) refuse(Refusal::kLiteral, "unterminated string");
     char ch = line_[pos_++];
     if (ch == q) break;
     if (ch != '\\') {
       c.text += ch;
       continue;
     }
-    if (pos_ >= line_.size()) refuse("line continuation in string");
+    if (pos_ >= line_.size()) refuse(Refusal::kLiteral, "line continuation in string");
     char e = line_[pos_++];
     int digits = 0;
     switch (e) {
@@ -432,18 +461,18 @@ P Assembler::parse_string() {
       case 'x': digits = 2; break;
       case 'u': digits = 4; break;
       case 'U': digits = 8; break;
-      default: refuse("string escape");
+      default: refuse(Refusal::kLiteral, "string escape");
     }
     if (digits) {
       uint32_t cp = 0;
       for (int i = 0; i < digits; ++i) {
-        if (pos_ >= line_.size()) refuse("short escape");
+        if (pos_ >= line_.size()) refuse(Refusal::kLiteral, "short escape");
         char h = line_[pos_++];
         uint32_t v;
         if (h >= '0' && h <= '9') v = static_cast<uint32_t>(h - '0');
         else if (h >= 'a' && h <= 'f') v = static_cast<uint32_t>(h - 'a' + 10);
         else if (h >= 'A' && h <= 'F') v = static_cast<uint32_t>(h - 'A' + 10);
-        else refuse("bad hex escape");
+        else refuse(Refusal::kLiteral, "bad hex escape");
         cp = cp * 16 + v;
       }
       append_utf8(c.text, cp);
@@ -451,7 +480,7 @@ P Assembler::parse_string() {
   }
   int col = static_cast<int>(b), end = static_cast<int>(pos_);
   skip_space();
-  if (pos_ < line_.size() && (line_[pos_] == '\'' || line_[pos_] == '"')) refuse("implicit string concatenation");
+  if (pos_ < line_.size() && (line_[pos_] == '\'' || line_[pos_] == '"')) refuse(Refusal::kLiteral, "implicit string concatenation");
   return P{add_const(std::move(c), col, end), col, end};
 }
 
@@ -461,8 +490,8 @@ P Assembler::make_tuple(size_t mark, int col, int end) {
   bool all_const = true;
   for (size_t i = mark; i < scratch_.size(); ++i) all_const = all_const && is_const(scratch_[i]);
   if (all_const) {
-    BytecodeConstant t;
-    t.kind = BytecodeConstant::Kind::Tuple;
+    Constant t;
+    t.kind = Constant::Kind::Tuple;
     for (size_t i = mark; i < scratch_.size(); ++i) t.items.push_back(const_of(scratch_[i]));
     scratch_.resize(mark);
     return P{add_const(std::move(t), col, end), col, end};
@@ -520,21 +549,21 @@ P Assembler::parse_dict(int open_col) {
 
 P Assembler::parse_atom() {
   skip_space();
-  if (pos_ >= line_.size()) refuse("expression expected");
+  if (pos_ >= line_.size()) refuse(Refusal::kSyntax, "expression expected");
   char c = line_[pos_];
   int col = static_cast<int>(pos_);
   if (name_start(c)) {
     std::string_view id = take_name();
     int end = static_cast<int>(pos_);
-    BytecodeConstant k;
+    Constant k;
     if (id == "None") return P{add_const(k, col, end), col, end};
     if (id == "True" || id == "False") {
-      k.kind = BytecodeConstant::Kind::Bool;
+      k.kind = Constant::Kind::Bool;
       k.boolean = id == "True";
       return P{add_const(std::move(k), col, end), col, end};
     }
     int y = sym(id);
-    if (syms_[static_cast<size_t>(y)].keyword || id == "__debug__") refuse("keyword in expression");
+    if (syms_[static_cast<size_t>(y)].keyword || id == "__debug__") refuse(Refusal::kConstruct, "keyword in expression");
     int e = add_expr(EK::Name, col, end);
     exprs_[e].id = id;
     exprs_[e].sym = y;
@@ -544,14 +573,14 @@ P Assembler::parse_atom() {
   if (c == '.' && pos_ + 1 < line_.size() && line_[pos_ + 1] >= '0' && line_[pos_ + 1] <= '9') return parse_number();
   if (c == '\'' || c == '"') return parse_string();
   if (accept("...")) {
-    BytecodeConstant k;
-    k.kind = BytecodeConstant::Kind::Ellipsis;
+    Constant k;
+    k.kind = Constant::Kind::Ellipsis;
     return P{add_const(std::move(k), col, col + 3), col, col + 3};
   }
   if (accept("(")) return parse_sequence(')', col, EK::Tuple);
   if (accept("[")) return parse_sequence(']', col, EK::List);
   if (accept("{")) return parse_dict(col);
-  refuse(std::string("unexpected character '") + c + "'");
+  refuse(Refusal::kSyntax, std::string("unexpected character '") + c + "'");
 }
 
 void Assembler::parse_call(P& p) {
@@ -560,14 +589,17 @@ void Assembler::parse_call(P& p) {
   std::vector<std::string_view> kws;  // nested calls append to kwnames_ meanwhile
   int nkw = 0;
   while (!accept(")")) {
-    if (peek("*")) refuse("starred argument");
+    if (peek("*")) refuse(Refusal::kStarArgs, "starred argument");
     // keyword argument: NAME '=' (not '==')
     size_t save = pos_;
     if (peek_name()) {
       std::string_view kw = take_name();
       if (accept("=")) {
-        if (syms_[static_cast<size_t>(sym(kw))].keyword) refuse("keyword as argument name");
+        if (syms_[static_cast<size_t>(sym(kw))].keyword) refuse(Refusal::kSyntax, "keyword as argument name");
         P v = parse_expr();
+        // compile() raises SyntaxError("keyword argument repeated")
+        for (std::string_view k : kws)
+          if (k == kw) refuse(Refusal::kSyntax, "keyword argument repeated");
         kws.push_back(kw);
         scratch_.push_back(v.node);
         ++nkw;
@@ -577,7 +609,7 @@ void Assembler::parse_call(P& p) {
       }
       pos_ = save;
     }
-    if (nkw) refuse("positional argument after keyword argument");
+    if (nkw) refuse(Refusal::kSyntax, "positional argument after keyword argument");
     P a = parse_expr();
     scratch_.push_back(a.node);
     if (accept(",")) continue;
@@ -598,20 +630,25 @@ P Assembler::parse_primary() {
     if (accept(".")) {
       std::string_view attr = take_name();
       int y = sym(attr);
-      if (syms_[static_cast<size_t>(y)].keyword) refuse("keyword as attribute");
+      if (syms_[static_cast<size_t>(y)].keyword) refuse(Refusal::kSyntax, "keyword as attribute");
       int e = add_expr(EK::Attribute, p.start, static_cast<int>(pos_));
       exprs_[e].id = attr;
       exprs_[e].sym = y;
       exprs_[e].a = p.node;
       p = P{e, p.start, static_cast<int>(pos_)};
     } else if (accept("(")) {
+      // compiler.c's check_caller warns (SyntaxWarning, "perhaps you missed
+      // a comma?") on calling a literal or a display
+      EK k = exprs_[static_cast<size_t>(p.node)].kind;
+      if (k == EK::Const || k == EK::Tuple || k == EK::List || k == EK::Dict)
+        refuse(Refusal::kConstruct, "call of a literal (CPython warns)");
       parse_call(p);
     } else if (accept("[")) {
       size_t mark = scratch_.size();
       bool comma = false;
       while (!accept("]")) {
         P x = parse_expr();
-        if (peek(":")) refuse("slice syntax");
+        if (peek(":")) refuse(Refusal::kConstruct, "slice syntax");
         scratch_.push_back(x.node);
         if (accept(",")) {
           comma = true;
@@ -621,22 +658,43 @@ P Assembler::parse_primary() {
         break;
       }
       size_t n = scratch_.size() - mark;
-      if (n == 0) refuse("empty subscript");
+      if (n == 0) refuse(Refusal::kSyntax, "empty subscript");
       int index;
       if (n == 1 && !comma) {
         index = scratch_.back();
         scratch_.pop_back();
       } else {
-        if (comma && n == 1) refuse("one-element tuple index");
+        if (comma && n == 1) refuse(Refusal::kConstruct, "one-element tuple index");
         // the unparenthesized tuple spans its first to its last element
         index = make_tuple(mark, exprs_[scratch_[mark]].col, exprs_[scratch_.back()].end).node;
       }
-      if (is_const(p.node) && is_const(index)) refuse("constant subscript (CPython folds it)");
+      if (is_const(p.node) && is_const(index)) refuse(Refusal::kFoldedConstant, "constant subscript (CPython folds it)");
+      if (subscript_warns(p.node, index)) refuse(Refusal::kConstruct, "subscript CPython warns about");
       p = make_pair(EK::Subscript, 0, p, P{index, 0, 0}, static_cast<int>(pos_));
     } else {
       return p;
     }
   }
+}
+
+// Whether compiler.c's check_subscripter or check_index warns (SyntaxWarning,
+// "perhaps you missed a comma?") on `value[index]`: subscripting None, ...,
+// a number, or indexing a str, tuple or list with a literal that is not an int.
+bool Assembler::subscript_warns(int value, int index) const {
+  using K = Constant::Kind;
+  const Expr& v = exprs_[static_cast<size_t>(value)];
+  if (v.kind == EK::Const) {
+    K k = const_of(value).kind;
+    if (k == K::None || k == K::Ellipsis || k == K::Int || k == K::Bool || k == K::Float) return true;
+  }
+  // infer_type(index): known for literals and displays only
+  const Expr& i = exprs_[static_cast<size_t>(index)];
+  bool known_not_int = i.kind == EK::Tuple || i.kind == EK::List || i.kind == EK::Dict ||
+                       (i.kind == EK::Const && const_of(index).kind != K::Int && const_of(index).kind != K::Bool);
+  if (!known_not_int) return false;
+  bool sequence = v.kind == EK::Tuple || v.kind == EK::List ||
+                  (v.kind == EK::Const && (const_of(value).kind == K::Str || const_of(value).kind == K::Tuple));
+  return sequence;
 }
 
 // A node of two children (BinOp, Compare, Subscript) spanning left.start..stop.
@@ -653,7 +711,7 @@ P Assembler::parse_power() {
   P base = parse_primary();
   if (!accept("**")) return base;
   P exp = parse_factor();
-  if (is_const(base.node) && is_const(exp.node)) refuse("constant expression (CPython folds it)");
+  if (is_const(base.node) && is_const(exp.node)) refuse(Refusal::kFoldedConstant, "constant expression (CPython folds it)");
   return make_pair(EK::BinOp, NB_POWER, base, exp, exp.stop);
 }
 
@@ -668,14 +726,14 @@ P Assembler::parse_factor() {
   P x = parse_factor();
   // CPython's fold_unaryop, restricted to the numeric cases it folds
   if (is_const(x.node)) {
-    BytecodeConstant c = const_of(x.node);
-    using K = BytecodeConstant::Kind;
-    if (c.kind == K::Int && c.integer == INT64_MIN) refuse("integer overflow in folding");
+    Constant c = const_of(x.node);
+    using K = Constant::Kind;
+    if (c.kind == K::Int && c.integer == INT64_MIN) refuse(Refusal::kFoldedConstant, "integer overflow in folding");
     if (c.kind == K::Int && op == UNARY_NEGATIVE) c.integer = -c.integer;
     else if (c.kind == K::Int && op == UNARY_INVERT) c.integer = ~c.integer;
     else if (c.kind == K::Float && op == UNARY_NEGATIVE) c.floating = -c.floating;
     else if (!((c.kind == K::Int || c.kind == K::Float) && op == UNARY_POSITIVE))
-      refuse("unary operator on a non-numeric constant");
+      refuse(Refusal::kFoldedConstant, "unary operator on a non-numeric constant");
     return P{add_const(std::move(c), col, x.stop), col, x.stop};
   }
   int e = add_expr(EK::Unary, col, x.stop);
@@ -716,7 +774,7 @@ P Assembler::parse_binary(int level) {
     }
     if (!found) return left;
     P right = parse_binary(level + 1);
-    if (is_const(left.node) && is_const(right.node)) refuse("constant expression (CPython folds it)");
+    if (is_const(left.node) && is_const(right.node)) refuse(Refusal::kFoldedConstant, "constant expression (CPython folds it)");
     left = make_pair(EK::BinOp, op, left, right, right.stop);
   }
 }
@@ -725,22 +783,59 @@ P Assembler::parse_expr() {
   P left = parse_binary(0);
   skip_space();
   int cmp = -1;
+  uint8_t opcode = COMPARE_OP;
   if (pos_ < line_.size() && std::strchr("<>=!", line_[pos_])) {
-    if (accept("<=")) cmp = 1;
-    else if (accept(">=")) cmp = 5;
-    else if (accept("==")) cmp = 2;
-    else if (accept("!=")) cmp = 3;
-    else if (accept("<")) cmp = 0;
-    else if (accept(">")) cmp = 4;
+    if (accept("<=")) cmp = CMP_LE;
+    else if (accept(">=")) cmp = CMP_GE;
+    else if (accept("==")) cmp = CMP_EQ;
+    else if (accept("!=")) cmp = CMP_NE;
+    else if (accept("<")) cmp = CMP_LT;
+    else if (accept(">")) cmp = CMP_GT;
+  } else if (peek_keyword("is")) {  // `is`, `is not`
+    pos_ += 2;
+    opcode = IS_OP;
+    cmp = NOT_INVERTED;
+    if (peek_keyword("not")) {
+      pos_ += 3;
+      cmp = INVERTED;
+    }
+  } else if (peek_keyword("in")) {
+    pos_ += 2;
+    opcode = CONTAINS_OP;
+    cmp = NOT_INVERTED;
+  } else if (peek_keyword("not")) {  // `not in`; a lone `not` is refused below
+    size_t save = pos_;
+    pos_ += 3;
+    if (peek_keyword("in")) {
+      pos_ += 2;
+      opcode = CONTAINS_OP;
+      cmp = INVERTED;
+    } else {
+      pos_ = save;
+    }
   }
   if (cmp >= 0) {
     P right = parse_binary(0);
     skip_space();
     if (pos_ < line_.size() && (std::strchr("<>=!", line_[pos_]) || name_start(line_[pos_])))
-      refuse("chained comparison");
-    return make_pair(EK::Compare, static_cast<uint8_t>(cmp), left, right, right.stop);
+      refuse(Refusal::kConstruct, "chained comparison");
+    // compiler.c's check_compare warns (SyntaxWarning) on `is` with a literal
+    // other than None, True, False and ...; compile() must be the one to warn.
+    auto is_literal = [&](int e) {
+      if (!is_const(e)) return false;
+      Constant::Kind k = const_of(e).kind;
+      return k != Constant::Kind::None && k != Constant::Kind::Bool && k != Constant::Kind::Ellipsis;
+    };
+    if (opcode == IS_OP && (is_literal(left.node) || is_literal(right.node)))
+      refuse(Refusal::kConstruct, "'is' with a literal (CPython warns)");
+    // the AST optimizer's fold_iter turns `x in [...]` into a tuple
+    if (opcode == CONTAINS_OP && exprs_[static_cast<size_t>(right.node)].kind == EK::List)
+      refuse(Refusal::kFoldedConstant, "'in' over a list display (CPython makes it a tuple)");
+    P cmp_node = make_pair(EK::Compare, static_cast<uint8_t>(cmp), left, right, right.stop);
+    exprs_[static_cast<size_t>(cmp_node.node)].cmp_opcode = opcode;
+    return cmp_node;
   }
-  if (next_is_word()) refuse("operator outside the subset");  // and, or, if, in, is, not, for, ...
+  if (next_is_word()) refuse(Refusal::kConstruct, "operator outside the subset");  // and, or, if, in, is, not, for, ...
   return left;
 }
 
@@ -751,7 +846,7 @@ P Assembler::parse_expr_list() {
   scratch_.push_back(first.node);
   int stop = first.stop;
   while (accept(",")) {
-    if (at_end() || peek(";")) refuse("trailing comma in a bare tuple");
+    if (at_end() || peek(";")) refuse(Refusal::kConstruct, "trailing comma in a bare tuple");
     P x = parse_expr();
     scratch_.push_back(x.node);
     stop = x.stop;
@@ -808,7 +903,7 @@ void Assembler::parse_statement() {
             break;
           }
         } else {
-          if (kw && t != "None" && t != "True" && t != "False") refuse("statement outside the subset");
+          if (kw && t != "None" && t != "True" && t != "False") refuse(Refusal::kConstruct, "statement outside the subset");
           pos_ = save;
         }
       }
@@ -822,12 +917,12 @@ void Assembler::parse_statement() {
           syms_[static_cast<size_t>(sym(targets_[static_cast<size_t>(s.target_first + i)].name))].local = true;
       } else {
         P v = parse_expr_list();
-        if (is_const(v.node)) refuse("constant expression statement");
+        if (is_const(v.node)) refuse(Refusal::kFoldedConstant, "constant expression statement");
         s.value = v.node;
         s.end = v.stop;
       }
     }
-    if (returned_) refuse("code after return");
+    if (returned_) refuse(Refusal::kCodeAfterReturn, "code after return");
     visit_stmt(s);
     returned_ = s.kind == Stmt::K::Return;
     if (at_end()) return;
@@ -839,12 +934,13 @@ void Assembler::parse_statement() {
 void Assembler::parse_header(AssembledFunction& out) {
   expect("def");
   out.name = std::string(take_name());
+  if (is_keyword(out.name)) refuse(Refusal::kSyntax, "keyword as function name");
   expect("(");
   while (!accept(")")) {
-    if (peek("*") || peek("/")) refuse("star or slash parameter");
-    FunctionParameter p;
+    if (peek("*") || peek("/")) refuse(Refusal::kStarArgs, "star or slash parameter");
+    Parameter p;
     p.name = std::string(take_name());
-    if (is_keyword(p.name)) refuse("keyword parameter name");
+    if (is_keyword(p.name)) refuse(Refusal::kBadParameters, "keyword parameter name");
     if (accept(":")) {
       P a = parse_expr();
       p.annotation = std::string(line_.substr(static_cast<size_t>(a.start), static_cast<size_t>(a.stop - a.start)));
@@ -853,7 +949,7 @@ void Assembler::parse_header(AssembledFunction& out) {
       P d = parse_expr();
       p.default_value = std::string(line_.substr(static_cast<size_t>(d.start), static_cast<size_t>(d.stop - d.start)));
     } else if (!out.params.empty() && !out.params.back().default_value.empty()) {
-      refuse("parameter without default after one with a default");
+      refuse(Refusal::kBadParameters, "parameter without default after one with a default");
     }
     out.params.push_back(std::move(p));
     if (accept(",")) continue;
@@ -865,7 +961,7 @@ void Assembler::parse_header(AssembledFunction& out) {
     out.return_annotation = std::string(line_.substr(static_cast<size_t>(r.start), static_cast<size_t>(r.stop - r.start)));
   }
   expect(":");
-  if (!at_end()) refuse("body on the def line");
+  if (!at_end()) refuse(Refusal::kBodyShape, "body on the def line");
 }
 
 // ------------------------------------------------------------------------------
@@ -889,6 +985,8 @@ int stack_effect(uint8_t op, uint32_t arg) {
     case BINARY_OP:
     case BINARY_SUBSCR:
     case COMPARE_OP:
+    case IS_OP:
+    case CONTAINS_OP:
     case LIST_EXTEND:
     case LIST_APPEND:
     case CALL:
@@ -906,8 +1004,8 @@ int stack_effect(uint8_t op, uint32_t arg) {
   }
 }
 
-int Assembler::const_slot(const BytecodeConstant& c) {
-  using K = BytecodeConstant::Kind;
+int Assembler::const_slot(const Constant& c) {
+  using K = Constant::Kind;
   int* small = nullptr;
   if (c.kind == K::Int && c.integer >= -5 && c.integer <= 256) {
     small = &small_int_slot_[c.integer + 5];
@@ -982,8 +1080,8 @@ void Assembler::visit_sequence(int e, bool tuple) {
     bool all_const = true;
     for (int i = 0; i < n; ++i) all_const = all_const && is_const(kids_[static_cast<size_t>(x.first + i)]);
     if (all_const) {
-      BytecodeConstant t;
-      t.kind = BytecodeConstant::Kind::Tuple;
+      Constant t;
+      t.kind = Constant::Kind::Tuple;
       for (int i = 0; i < n; ++i) t.items.push_back(const_of(kids_[static_cast<size_t>(x.first + i)]));
       emit(BUILD_LIST, 0, x.col, x.end);
       emit(LOAD_CONST, static_cast<uint32_t>(const_slot(t)), x.col, x.end);
@@ -1011,11 +1109,11 @@ void Assembler::visit_call(int e) {
   const Expr f = exprs_[static_cast<size_t>(func)];
   auto kw_names = [&](int col, int end) {
     if (!x.nkw) return;
-    BytecodeConstant t;
-    t.kind = BytecodeConstant::Kind::Tuple;
+    Constant t;
+    t.kind = Constant::Kind::Tuple;
     for (int i = 0; i < x.nkw; ++i) {
-      BytecodeConstant s;
-      s.kind = BytecodeConstant::Kind::Str;
+      Constant s;
+      s.kind = Constant::Kind::Str;
       s.text = std::string(kwnames_[static_cast<size_t>(x.kw_first + i)]);
       t.items.push_back(std::move(s));
     }
@@ -1033,7 +1131,7 @@ void Assembler::visit_call(int e) {
     return;
   }
   // compiler_call + compiler_call_helper
-  if (nargs + 2 * x.nkw > kStackUseGuideline) refuse("call with many arguments (CALL_FUNCTION_EX)");
+  if (nargs + 2 * x.nkw > kStackUseGuideline) refuse(Refusal::kTooManyCallArgs, "call with many arguments (CALL_FUNCTION_EX)");
   emit(PUSH_NULL, 0, f.col, f.end);
   visit(func);
   for (int i = 1; i < x.kids; ++i) visit(kids_[static_cast<size_t>(x.first + i)]);
@@ -1066,7 +1164,7 @@ void Assembler::visit(int e) {
     case EK::Compare:
       visit(kids_[static_cast<size_t>(x.first)]);
       visit(kids_[static_cast<size_t>(x.first + 1)]);
-      emit(COMPARE_OP, x.op, x.col, x.end);
+      emit(x.cmp_opcode, x.op, x.col, x.end);
       return;
     case EK::Unary:
       visit(x.a);
@@ -1090,12 +1188,12 @@ void Assembler::visit(int e) {
         emit(BUILD_MAP, 0, x.col, x.end);
         return;
       }
-      if (n * 2 > kStackUseGuideline) refuse("big dict display");
+      if (n * 2 > kStackUseGuideline) refuse(Refusal::kDictTooLarge, "big dict display");
       bool keys_const = true;
       for (int i = 0; i < n; ++i) keys_const = keys_const && is_const(kids_[static_cast<size_t>(x.first + 2 * i)]);
       if (n > 1 && keys_const) {
-        BytecodeConstant t;
-        t.kind = BytecodeConstant::Kind::Tuple;
+        Constant t;
+        t.kind = Constant::Kind::Tuple;
         for (int i = 0; i < n; ++i) {
           visit(kids_[static_cast<size_t>(x.first + 2 * i + 1)]);
           t.items.push_back(const_of(kids_[static_cast<size_t>(x.first + 2 * i)]));
@@ -1122,13 +1220,18 @@ void Assembler::visit_stmt(const Stmt& s) {
         emit_ref(STORE_FAST, Ref::Store, sym(t.name), t.col, t.end);
       }
       return;
-    case Stmt::K::Expr:
+    case Stmt::K::Expr: {
       visit(s.value);
-      emit(POP_TOP, 0, s.col, s.end);
+      // compiler_visit_stmt_expr marks its POP_TOP artificial (no location);
+      // propagate_line_numbers then gives it the previous instruction's, which
+      // differs from the statement's span for `(x)` or `(a).b`.
+      int col = code_.back().col, end = code_.back().end;
+      emit(POP_TOP, 0, col, end);
       return;
+    }
     case Stmt::K::Return:
       if (s.value < 0) {
-        BytecodeConstant none;
+        Constant none;
         emit(LOAD_CONST, static_cast<uint32_t>(const_slot(none)), s.col, s.end);
         emit(RETURN_VALUE, 0, s.col, s.end);
       } else if (is_const(s.value)) {  // compiler_return: the constant's location
@@ -1205,19 +1308,19 @@ void Assembler::assemble() {
     code += static_cast<char>(in.arg & 0xFF);
     code.append(static_cast<size_t>(2 * cache_entries(in.op)), '\0');
     while (units > 0) {
-      int n = units < 8 ? units : 8;
+      int n = units < kMaxUnitsPerEntry ? units : kMaxUnitsPerEntry;
       units -= n;
       int delta = in.line - prev_line;
       int col = in.col, end = in.end;
-      if (delta == 0 && col < 80 && end - col < 16 && end >= col) {
-        table += static_cast<char>(0x80 | ((col / 8) << 3) | (n - 1));
+      if (delta == 0 && col / 8 <= LOC_SHORT_LAST - LOC_SHORT_0 && end - col < 16 && end >= col) {
+        table += location_header(static_cast<LocationCode>(LOC_SHORT_0 + col / 8), n);
         table += static_cast<char>(((col % 8) << 4) | (end - col));
-      } else if (delta >= 0 && delta < 3 && col < 128 && end < 128) {
-        table += static_cast<char>(0x80 | ((10 + delta) << 3) | (n - 1));
+      } else if (delta >= 0 && delta <= LOC_ONE_LINE_2 - LOC_ONE_LINE_0 && col < 128 && end < 128) {
+        table += location_header(static_cast<LocationCode>(LOC_ONE_LINE_0 + delta), n);
         table += static_cast<char>(col);
         table += static_cast<char>(end);
       } else {
-        table += static_cast<char>(0x80 | (14 << 3) | (n - 1));
+        table += location_header(LOC_LONG, n);
         write_svarint(table, delta);
         write_varint(table, 0);  // end line - line
         write_varint(table, static_cast<uint32_t>(col + 1));
@@ -1253,29 +1356,30 @@ void Assembler::run(AssembledFunction& out) {
     std::string_view l = lines[i];
     if (l.compare(0, 4, "def ") == 0) break;
     if (blank(l)) continue;
-    if (l[0] == ' ' || l[0] == '@' || l.back() == '\\' || l.find("import") != std::string_view::npos ||
-        l.find("\"\"\"") != std::string_view::npos || l.find("'''") != std::string_view::npos)
-      refuse("prologue outside the subset");
+    if (l.find("import") != std::string_view::npos) refuse(Refusal::kImportsBeforeDef, "import before the def");
+    if (l[0] == ' ' || l[0] == '@' || l.back() == '\\' || l.find("\"\"\"") != std::string_view::npos ||
+        l.find("'''") != std::string_view::npos)
+      refuse(Refusal::kPrologue, "prologue outside the subset");
     code_before = true;
   }
-  if (i == lines.size()) refuse("no def");
+  if (i == lines.size()) refuse(Refusal::kNoFunction, "no def");
   if (code_before) out.prologue = std::string(src_.substr(0, static_cast<size_t>(lines[i].data() - src_.data())));
   for (std::string_view l : lines)
     for (char c : l)
-      if (c == '\t' || c == '\r' || c == '\f') refuse("tab or carriage return in source");
+      if (c == '\t' || c == '\r' || c == '\f') refuse(Refusal::kWhitespace, "tab or carriage return in source");
   line_ = lines[i];
   line_no_ = static_cast<int>(i) + 1;
   pos_ = 0;
-  if (line_.empty() || line_[0] == ' ') refuse("indented def");
+  if (line_.empty() || line_[0] == ' ') refuse(Refusal::kBodyShape, "indented def");
   out.first_line = line_no_;
   parse_header(out);
   // the parameters may not repeat
   for (size_t a = 0; a < out.params.size(); ++a)
     for (size_t b = a + 1; b < out.params.size(); ++b)
-      if (out.params[a].name == out.params[b].name) refuse("duplicate parameter");
+      if (out.params[a].name == out.params[b].name) refuse(Refusal::kBadParameters, "duplicate parameter");
   // co_consts[0] is the docstring slot: None; parameters come first in co_varnames
   std::fill(std::begin(small_int_slot_), std::end(small_int_slot_), -1);
-  const_slot(BytecodeConstant{});
+  const_slot(Constant{});
   for (const auto& p : out.params) {
     int y = sym(p.name);
     syms_[static_cast<size_t>(y)].local = true;
@@ -1289,11 +1393,11 @@ void Assembler::run(AssembledFunction& out) {
     if (blank(lines[i])) continue;
     size_t ind = lines[i].find_first_not_of(' ');
     if (indent == 0) indent = ind;
-    if (ind != indent || indent == 0) refuse("not a single flat function body");
+    if (ind != indent || indent == 0) refuse(Refusal::kBodyShape, "not a single flat function body");
     line_ = lines[i];
     line_no_ = static_cast<int>(i) + 1;
     pos_ = ind;
-    if (returned_) refuse("code after return");
+    if (returned_) refuse(Refusal::kCodeAfterReturn, "code after return");
     // the trees of one line are dropped once it is emitted
     exprs_.clear();
     kids_.clear();
@@ -1302,20 +1406,43 @@ void Assembler::run(AssembledFunction& out) {
     targets_.clear();
     parse_statement();
   }
-  if (!returned_) refuse("function does not end in return");
+  if (!returned_) refuse(Refusal::kNoReturn, "function does not end in return");
   assemble();
 }
 
 }  // namespace
 
-bool assemble_py311_function(std::string_view src, AssembledFunction& out, std::string* why) {
+const char* refusal_name(Refusal r) {
+  switch (r) {
+    case Refusal::kNone: return "none";
+    case Refusal::kUnsupportedInterpreter: return "unsupported_interpreter";
+    case Refusal::kNoFunction: return "no_function";
+    case Refusal::kImportsBeforeDef: return "imports_before_def";
+    case Refusal::kPrologue: return "prologue";
+    case Refusal::kBodyShape: return "body_shape";
+    case Refusal::kNoReturn: return "no_return";
+    case Refusal::kCodeAfterReturn: return "code_after_return";
+    case Refusal::kWhitespace: return "whitespace";
+    case Refusal::kStarArgs: return "star_args";
+    case Refusal::kBadParameters: return "bad_parameters";
+    case Refusal::kLiteral: return "literal";
+    case Refusal::kConstruct: return "construct";
+    case Refusal::kSyntax: return "syntax";
+    case Refusal::kFoldedConstant: return "folded_constant";
+    case Refusal::kTooManyCallArgs: return "too_many_call_args";
+    case Refusal::kDictTooLarge: return "dict_too_large";
+  }
+  return "unknown";
+}
+
+Refusal assemble_function(std::string_view src, AssembledFunction& out, std::string* detail) {
   try {
     Assembler(src).run(out);
-    return true;
+    return Refusal::kNone;
   } catch (const Refused& r) {
-    if (why) *why = r.why;
-    return false;
+    if (detail) *detail = r.detail;
+    return r.reason;
   }
 }
 
-}  // namespace fxcpp
+}  // namespace fxcpp::cpython311

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Regenerates tests/cpp/core/golden/bytecode.txt for bytecode_test.cpp.
+"""Regenerates tests/cpp/cpython311/golden/bytecode.txt for assembler_test.cpp.
 
 Each case is a source in the subset of Note [Direct bytecode]; the expected
 code object is whatever CPython 3.11's compile() produces for it.  Refused
-cases are sources the assembler must hand back to compile().
+cases are sources the assembler must hand back to compile(), each with the
+name of its Refusal code (refusal_name() in src/backends/cpython311/assembler.h).
+tests/python/test_direct_bytecode.py imports ACCEPTED and REFUSED too.
 Run with /usr/bin/python3 (CPython 3.11):
-    /usr/bin/python3 tests/cpp/core/golden/make_bytecode_golden.py
+    /usr/bin/python3 tests/cpp/cpython311/golden/make_bytecode_golden.py
 """
 import os
 import struct
@@ -59,28 +61,55 @@ ACCEPTED = {
     "tuple_31": fn([f"x = f(({args(31)}))", "return x"]),
     "const_list_40": fn([f"x = f([{args(40, '{i}')}])", "return x"]),
     "dict_15": fn([f"x = f({{{args(15, chr(39) + 'k{i}' + chr(39) + ': a')}}})", "return x"]),
+    "identity_and_membership": fn(["x = a is b;  y = a is not None;  z = a in b;  w = a not in (1, 2)",
+                                   "v = (a is True) == (b in a)", "return (x, y, z, w, v)"]),
+    "many_names": fn([f"y{j} = torch.t{j}" for j in range(300)] + ["return y299"]),
+    # an expression statement's POP_TOP takes the location of the instruction before it
+    "expression_statements": fn(["(a)", "(a).b", "f(a)", "(f)(b)", "(a, b)", "return a"]),
+    "subscripts_compile_takes_quietly": fn(["x = 'ab'[a];  y = (a, b)[a];  z = [a, b][0];  w = a[1.5]",
+                                            "v = {'k': a}['k'];  u = (1, 2)[a];  t = a[(1, 'k')]", "return x"]),
+    "chained_store_300": fn([" = ".join(f"x{j}" for j in range(300)) + " = a", "return x299"]),
 }
 
 REFUSED = {
-    "folded_binop": (fn(["x = 1 + 2", "return x"]), "constant expression"),
-    "folded_subscript": (fn(["x = (1, 2)[0]", "return x"]), "constant subscript"),
-    "method_args_31": (fn([f"x = a.view({args(31)})", "return x"]), "CALL_FUNCTION_EX"),
-    "call_kwargs": (fn([f"x = f(a, {args(15, 'k{i} = a')})", "return x"]), "CALL_FUNCTION_EX"),
-    "dict_16": (fn([f"x = f({{{args(16, chr(39) + 'k{i}' + chr(39) + ': a')}}})", "return x"]), "big dict"),
-    "big_int": (fn(["x = 9223372036854775808", "return x"]), "64 bits"),
-    "star_params": (fn(["return args"], params="self, *args"), "star"),
-    "import_prologue": ("import torch\n" + fn(["return a"], lead=""), "prologue"),
-    "tuple_unpack": (fn(["a, b, = f(a)", "return a"]), "unexpected character"),
+    "folded_binop": (fn(["x = 1 + 2", "return x"]), "folded_constant"),
+    "folded_subscript": (fn(["x = (1, 2)[0]", "return x"]), "folded_constant"),
+    "constant_statement": (fn(["1", "return a"]), "folded_constant"),
+    "in_list_display": (fn(["x = a in [a, b]", "return x"]), "folded_constant"),
+    "method_args_31": (fn([f"x = a.view({args(31)})", "return x"]), "too_many_call_args"),
+    "call_kwargs": (fn([f"x = f(a, {args(15, 'k{i} = a')})", "return x"]), "too_many_call_args"),
+    "dict_16": (fn([f"x = f({{{args(16, chr(39) + 'k{i}' + chr(39) + ': a')}}})", "return x"]), "dict_too_large"),
+    "big_int": (fn(["x = 9223372036854775808", "return x"]), "literal"),
+    "string_prefix": (fn(["x = f(b'x')", "return x"]), "literal"),
+    "star_params": (fn(["return args"], params="self, *args"), "star_args"),
+    "star_call": (fn(["return f(*a)"]), "star_args"),
+    "duplicate_params": (fn(["return a"], params="a, a"), "bad_parameters"),
+    "import_prologue": ("import torch\n" + fn(["return a"], lead=""), "imports_before_def"),
+    "decorated": ("@dec\n" + fn(["return a"], lead=""), "prologue"),
+    "tuple_unpack": (fn(["a, b, = f(a)", "return a"]), "syntax"),
     # a syntax error: compile() must be the one to report it
-    "keyword_argument": (fn(["x = f(a, not-an-identifier = a)", "return x"]), "keyword"),
-    "no_return": (fn(["x = a"]), "does not end in return"),
-    "code_after_return": (fn(["return a", "x = a"]), "after return"),
-    "chained_comparison": (fn(["x = a < b < 1", "return x"]), "chained comparison"),
-    "boolean_operator": (fn(["x = a and b", "return x"]), "outside the subset"),
-    "slice_syntax": (fn(["x = a[1:2]", "return x"]), "slice syntax"),
-    "string_prefix": (fn(["x = f(b'x')", "return x"]), "prefixed string"),
-    "augmented": (fn(["a += 1", "return a"]), "augmented assignment"),
-    "two_defs": (fn(["return a"]) + "\ndef g():\n    return 1\n", "flat function body"),
+    "keyword_argument": (fn(["x = f(a, if = a)", "return x"]), "syntax"),
+    "no_def": ("x = 1\n", "no_function"),
+    "no_return": (fn(["x = a"]), "no_return"),
+    "code_after_return": (fn(["return a", "x = a"]), "code_after_return"),
+    "tab": (fn(["return a"]).replace("    return", "\treturn"), "whitespace"),
+    "chained_comparison": (fn(["x = a < b < 1", "return x"]), "construct"),
+    "chained_identity": (fn(["x = a is b is None", "return x"]), "construct"),
+    "is_literal": (fn(["x = a is 1", "return x"]), "construct"),   # compile() warns
+    "boolean_operator": (fn(["x = a and b", "return x"]), "construct"),
+    "not_operator": (fn(["x = not a", "return x"]), "construct"),
+    "slice_syntax": (fn(["x = a[1:2]", "return x"]), "construct"),
+    "augmented": (fn(["a += 1", "return a"]), "construct"),
+    "two_defs": (fn(["return a"]) + "\ndef g():\n    return 1\n", "body_shape"),
+    # compile() warns (SyntaxWarning, "perhaps you missed a comma?") or raises
+    "call_of_literal": (fn(["x = f(a, 1(b))", "return x"]), "construct"),
+    "call_of_display": (fn(["x = [a](b)", "return x"]), "construct"),
+    "subscript_of_number": (fn(["x = 1[a]", "return x"]), "construct"),
+    "index_not_int": (fn(["x = [a, b]['k']", "return x"]), "construct"),
+    "str_index_tuple": (fn(["x = 'ab'[(a, b)]", "return x"]), "construct"),
+    "keyword_function_name": ("def for(a):\n    return a\n", "syntax"),
+    "repeated_keyword": (fn(["x = f(k = a, k = b)", "return x"]), "syntax"),
+    "nested_block": (fn(["if a:", "    return b", "return a"]), "construct"),
 }
 
 
