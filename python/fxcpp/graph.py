@@ -319,14 +319,6 @@ class Graph(_C.GraphBase):
     def output(self, result: 'Argument', type_expr: Optional[Any] = None):
         return self.create_node(op='output', target='output', args=(result,), type_expr=type_expr)
 
-    def _target_to_str(self, target: Target) -> str:
-        if callable(target):
-            op = target.__name__
-        else:
-            assert isinstance(target, str)
-            op = target[2:-2] if _is_magic(target) else target
-        return _snake_case(op)
-
     @compatibility(is_backward_compatible=True)
     def python_code(self, root_module: str, *, verbose: bool = False) -> PythonCode:
         """Python source (and globals) of a ``forward`` equivalent to this graph."""

@@ -19,7 +19,8 @@ from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
 
 import torch
 
-from .graph import Graph, _snake_case, magic_methods, reflectable_magic_methods
+from ._C import _target_to_str
+from .graph import Graph, magic_methods, reflectable_magic_methods
 from .node import Argument, Node, Target, base_types, map_aggregate
 from .immutable_collections import immutable_dict as _immutable_dict, immutable_list as _immutable_list
 
@@ -78,10 +79,7 @@ def _target_name_to_str(op: str) -> str:
     """Equivalent of ``Graph._target_to_str`` for a string target (cached)."""
     r = _name_cache.get(op)
     if r is None:
-        s = op
-        if s.startswith('__') and s.endswith('__'):
-            s = s[2:-2]
-        r = _name_cache[op] = _snake_case(s)
+        r = _name_cache[op] = _target_to_str(op)
     return r
 
 

@@ -157,6 +157,20 @@ Target to_target(PyObject* target, const char* what) {
   return Target(borrow_obj(target));
 }
 
+// _target_to_str(target): torch.fx's Graph._target_to_str, by the core's one
+// naming rule (Graph::target_to_str). torch.fx reads a callable's __name__ and
+// asserts anything else is a str; so does this.
+PyObject* graph_target_to_str(PyObject*, PyObject* target) {
+  if (!PyUnicode_Check(target)) {
+    if (!PyCallable_Check(target)) {
+      PyErr_SetNone(PyExc_AssertionError);
+      return nullptr;
+    }
+    Ref name = owned(PyObject_GetAttrString(target, "__name__"));
+  }
+  return str_from_display_text(Graph::target_to_str(to_target(target, "target")));
+}
+
 PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject* a[6];
   if (!parse_fast("create_node", fargs, nargs, kwnames, {"op", "target", "args", "kwargs", "name", "type_expr"}, 2, a))
@@ -570,6 +584,7 @@ PyMethodDef graph_methods[] = {
     def<graph_create_node>("create_node", METH_FASTCALL | METH_KEYWORDS,
                            "create_node(op, target, args=None, kwargs=None, name=None, type_expr=None)"),
     def<graph_erase_node>("erase_node", METH_O, "Erase a node without users."),
+    def<graph_target_to_str>("_target_to_str", METH_O, "The default node name for a target."),
     def<graph_set_insert_point>("_set_insert_point", METH_VARARGS),
     def<graph_insert_point>("_insert_point", METH_NOARGS),
     def<graph_node_copy>("node_copy", METH_VARARGS | METH_KEYWORDS, "Copy a node into this graph."),
@@ -593,6 +608,11 @@ PyType_Slot graph_slots[] = {{Py_tp_new, reinterpret_cast<void*>(guard<graph_new
 PyType_Spec graph_spec = {"fxcpp._C.GraphBase", sizeof(PyGraph), 0,
                           Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, graph_slots};
 
+// Module functions of the graph layer: the tracer names nodes by the same rule.
+PyMethodDef graph_module_functions[] = {
+    def<graph_target_to_str>("_target_to_str", METH_O, "The default node name for a target."),
+    kEndOfMethods};
+
 }  // namespace
 
 PyObject* graph_pyobject(Graph* g) {
@@ -611,6 +631,7 @@ Graph* core_graph_of(PyObject* graph) {
 int init_graph_type(PyObject* m) {
   GraphBaseType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&graph_spec));
   if (!GraphBaseType) return -1;
+  if (add_functions(m, graph_module_functions) < 0) return -1;
   return PyModule_AddObjectRef(m, "GraphBase", reinterpret_cast<PyObject*>(GraphBaseType));
 }
 

@@ -431,3 +431,21 @@ def test_graphs_are_freed():
     del g, x, y
     gc.collect()
     assert wg() is None and wx() is None
+
+
+class _NamelessCallable:
+    def __call__(self):
+        pass
+
+
+@pytest.mark.parametrize('target', ['__add__', '__', '___', '____', 'fooBar', 'x', 'ÉtéBar', 'aΣb',
+                                    operator.add, torch.relu, torch.Tensor.add, 1, None, _NamelessCallable()])
+def test_target_to_str_matches_torch_fx(target):
+    # Graph._target_to_str is the core's one naming rule (Graph::target_to_str).
+    results = []
+    for lib in (fx, torch.fx):
+        try:
+            results.append(('ok', lib.Graph()._target_to_str(target)))
+        except Exception as e:
+            results.append((type(e), str(e)))
+    assert results[0] == results[1]
