@@ -454,6 +454,7 @@ def _install_helpers():
         '_target_info': _target_info,
         '_bad_target': _bad_target,
         '_origin_type': _origin_type,
+        '_snake_case': _snake_case,
         '_copy': copy.copy,
         'CodeGen': CodeGen,
         'wrap': wrap,

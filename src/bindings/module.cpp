@@ -64,6 +64,15 @@ std::string non_ascii_repr(const std::string& utf8) {
   return utf8_owned(PyObject_Repr(u.get()), "repr()");
 }
 
+// torch.fx's _snake_case (the package's copy) for names with non-ASCII
+// characters: Unicode case rules (NameRules::non_ascii_snake_case).
+std::string non_ascii_snake_case(std::string_view utf8) {
+  PyObject* h = helper("_snake_case");
+  if (!h) throw PythonError();
+  Ref u = owned(PyUnicode_DecodeUTF8(utf8.data(), static_cast<Py_ssize_t>(utf8.size()), "surrogatepass"));
+  return utf8_owned(PyObject_CallOneArg(h, u.get()), "_snake_case()");
+}
+
 PyObject* clear_caches(PyObject*, PyObject*) {
   clear_object_caches();
   Py_RETURN_NONE;
@@ -85,6 +94,7 @@ PyMODINIT_FUNC PyInit__C() {
   PyObject* m = PyModule_Create(&fxcpp::py::module_def);
   if (!m) return nullptr;
   fxcpp::set_non_ascii_repr_hook(fxcpp::py::non_ascii_repr);
+  fxcpp::name_rules().non_ascii_snake_case = fxcpp::py::non_ascii_snake_case;
   if (fxcpp::py::init_node_type(m) < 0 || fxcpp::py::init_graph_type(m) < 0 || fxcpp::py::init_transform(m) < 0 ||
       fxcpp::py::init_tools(m) < 0 || fxcpp::py::init_trace(m) < 0 ||
       fxcpp::py::init_code(m) < 0) {

@@ -89,6 +89,10 @@ bool is_identifier(std::string_view s) {
 }
 
 std::string snake_case(std::string_view s) {
+  if (auto hook = name_rules().non_ascii_snake_case) {
+    for (unsigned char c : s)
+      if (c >= 0x80) return hook(s);
+  }
   std::string out;
   out.reserve(s.size() + 4);
   bool prev_lower = false;

@@ -89,7 +89,8 @@ STRICTER = {
         lambda call, e: call.startswith('python_code') and isinstance(e, TypeError) and 'must be str' in str(e),
     'node.target = ... is validated as in create_node (torch.fx validates only there and fails later, '
     'when printing or generating code)':
-        lambda call, e: call == 'set target' and isinstance(e, ValueError) and 'is expected' in str(e),
+        lambda call, e: call.startswith('set target') and (isinstance(e, ValueError) and 'is expected' in str(e)
+                                                          or isinstance(e, Hostile)),  # formatting that message
     'node.args must be a tuple or a list (torch.fx stores any object and fails later)':
         lambda call, e: call.startswith('set args') and isinstance(e, TypeError) and 'tuple or a list' in str(e),
     'node.kwargs must be a dict (torch.fx stores any object and fails later)':
@@ -432,6 +433,11 @@ def _check(call, fn, compare_state=True):
         _state(co)
         return
     if _allowed(DIFFERENT_RESULT, call):
+        return
+    if call.endswith('(graph edited mid-call)'):
+        # the hostile objects edit the graph again whenever they are printed: no
+        # lockstep comparison past this point, only no crash and clean exceptions
+        _state(co)
         return
     assert _canon(ours[1]) == _canon(ref[1]), call
     if compare_state:
