@@ -77,6 +77,9 @@ STRICTER = {
     'a value fxcpp cannot store in an argument tree: self-containing or too deep (torch.fx recurses '
     'the same way but only later, e.g. when printing)':
         lambda call, e: isinstance(e, RecursionError),
+    'a graph cannot be edited while it is printed, generating code or mapped by node_copy (Note [Busy graphs]): '
+    'torch.fx lets the edit through and fails later (KeyError) or prints a half-edited graph':
+        lambda call, e: isinstance(e, RuntimeError) and 'cannot be edited while' in str(e),
     'nodes cannot be pickled on their own':
         lambda call, e: isinstance(e, TypeError) and 'pickled' in str(e),
     'op is read-only; unknown opcodes are not supported':
@@ -185,12 +188,12 @@ class Ctx:
 def _mutate(ctx):
     """An edit made from inside a callback: add a node, or erase a dead one."""
     g = ctx.graph
+    ctx.log.append('mutated')
     dead = [n for n in g.nodes if not n.users and n.op not in ('placeholder', 'output')]
     if dead and len(ctx.log) % 2:
         g.erase_node(dead[-1])
     else:
         g.call_function(operator.neg, (ctx.nodes[0],))
-    ctx.log.append('mutated')
 
 
 def _hostile_class(ctx, behaviour, where):
@@ -730,6 +733,47 @@ def test_self_containing_arguments(container):
         return c.graph.call_function(print, (v,))
     # torch.fx builds the node and fails only when printing; fxcpp refuses at once.
     _check(f'self-containing {container}', call)
+
+
+@pytest.mark.parametrize('edit', ['erase self', 'create', 'set args', 'move'])
+@pytest.mark.parametrize('during', ['str', 'python_code', 'format_node', 'node_copy'])
+def test_editing_a_graph_while_it_is_printed_is_refused(edit, during):
+    """Note [Busy graphs]: the edit raises RuntimeError (fxcpp used to free arguments under the printer)."""
+    g = fx.Graph()
+    x = g.placeholder('x')
+    seen = []
+
+    class Editor:
+        def __repr__(self):
+            try:
+                if edit == 'erase self':
+                    g.erase_node(node)
+                elif edit == 'create':
+                    g.call_function(operator.neg, (x,))
+                elif edit == 'set args':
+                    node.args = ()
+                else:
+                    node.prepend(x)
+            except RuntimeError as e:
+                seen.append(str(e))
+                raise
+            return 'editor'
+
+        __str__ = __repr__
+
+    node = g.call_function(print, (x, [Editor(), 'x' * 40], {'k': Editor()}), {'kw': Editor()})
+    with pytest.raises(RuntimeError, match='cannot be edited while'):
+        if during == 'str':
+            str(g)
+        elif during == 'python_code':
+            g.python_code('self')
+        elif during == 'format_node':
+            node.format_node()
+        else:
+            g.node_copy(node, lambda n: (repr(Editor()), n)[1])
+    assert seen
+    assert [n.name for n in g.nodes] == ['x', 'print_1'] and node.args[0] is x
+    g.lint()
 
 
 def test_node_pickling_is_refused():

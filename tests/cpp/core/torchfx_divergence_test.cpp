@@ -137,3 +137,20 @@ TEST(TorchFxDivergence, MovingAnErasedNodeIsRefused) {
   EXPECT_THROW(x->prepend(dead), std::invalid_argument);
   (void)it;
 }
+
+TEST(TorchFxDivergence, BusyGraphsRefuseEdits) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kNeg), {N(x)});
+  {
+    Graph::BusyScope busy(g);
+    EXPECT_THROW(g.call_function(F(kNeg), {N(x)}), GraphBusyError);
+    EXPECT_THROW(g.erase_node(a), GraphBusyError);
+    EXPECT_THROW(a->set_args({I(1)}), GraphBusyError);
+    EXPECT_THROW(a->prepend(x), GraphBusyError);
+    EXPECT_THROW(a->set_name("b"), GraphBusyError);
+    EXPECT_NO_THROW(g.to_string());  // reading is fine (and nests)
+  }
+  EXPECT_NO_THROW(g.erase_node(a));
+  EXPECT_EQ(names(g), std::vector<std::string>{"x"});
+}
