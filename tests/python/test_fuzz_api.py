@@ -448,7 +448,7 @@ def _check(call, fn, compare_state=True):
 
 
 def _both(call, fn):
-    """Run one drawn call; print the recipe on failure (hypothesis shows it)."""
+    """One drawn call, compared with every state check (hypothesis reports the recipe on failure)."""
     _check(call, fn)
 
 
@@ -498,12 +498,8 @@ def test_node_copy(n, transform, into_other):
        ret=st.one_of(kind('bool'), ANY))
 def test_graph_copy(src, val_map, ret):
     def call(c):
-        return fx_or_t(c).Graph().graph_copy(make(src, c), make(val_map, c), make(ret, c))
+        return c.lib.Graph().graph_copy(make(src, c), make(val_map, c), make(ret, c))
     _both('graph_copy', call)
-
-
-def fx_or_t(c):
-    return c.lib
 
 
 @given(root=st.one_of(kind('name'), ANY), verbose=st.one_of(kind('bool'), ANY),
