@@ -73,6 +73,13 @@ std::string non_ascii_snake_case(std::string_view utf8) {
   return utf8_owned(PyObject_CallOneArg(h, u.get()), "_snake_case()");
 }
 
+// str.isidentifier() for texts with non-ASCII characters
+// (NameRules::non_ascii_is_identifier).
+bool non_ascii_is_identifier(std::string_view utf8) {
+  Ref u = owned(PyUnicode_DecodeUTF8(utf8.data(), static_cast<Py_ssize_t>(utf8.size()), "surrogatepass"));
+  return PyUnicode_IsIdentifier(u.get()) == 1;
+}
+
 PyObject* clear_caches(PyObject*, PyObject*) {
   clear_object_caches();
   Py_RETURN_NONE;
@@ -95,6 +102,7 @@ PyMODINIT_FUNC PyInit__C() {
   if (!m) return nullptr;
   fxcpp::set_non_ascii_repr_hook(fxcpp::py::non_ascii_repr);
   fxcpp::name_rules().non_ascii_snake_case = fxcpp::py::non_ascii_snake_case;
+  fxcpp::name_rules().non_ascii_is_identifier = fxcpp::py::non_ascii_is_identifier;
   if (fxcpp::py::init_node_type(m) < 0 || fxcpp::py::init_graph_type(m) < 0 || fxcpp::py::init_transform(m) < 0 ||
       fxcpp::py::init_tools(m) < 0 || fxcpp::py::init_trace(m) < 0 ||
       fxcpp::py::init_code(m) < 0) {
