@@ -773,6 +773,23 @@ def test_editing_a_graph_while_it_is_printed_is_refused(edit, during):
     g.lint()
 
 
+@pytest.mark.parametrize('text', ['aÀ', 'abİ', 'ΣΑΣ', '\x80', 'ñ.a\u00b2.b', '\u05f5', '\U0002fa1e', 'ñ\u00ad\u2028',
+                                  'x\u00b2', '中文', 'ok'])
+def test_non_ascii_text_follows_python(text):
+    """Found by the fuzzers: names (snake_case), str.isidentifier() in codegen and repr() of string constants
+    follow CPython's unicode database, as torch.fx's do."""
+    def call(c):
+        g = c.graph
+        with g.inserting_before(c.output):
+            ph = g.placeholder(text)
+            g.get_attr(text)
+            g.call_method(text, (ph,))
+            g.call_function(getattr, (ph, text))
+            g.call_function(print, (text, [text], {'k': text}))
+        return [n.name for n in g.nodes]
+    _check(f'non-ASCII {text!a}', call)
+
+
 def test_node_pickling_is_refused():
     g = fx.Graph()
     x = g.placeholder('x')
