@@ -447,6 +447,7 @@ def _install_helpers():
         '_bad_target': _bad_target,
         '_module_is_impure': _module_is_impure,
         '_origin_type': _origin_type,
+        '_snake_case': _snake_case,
         '_copy': copy.copy,
         'CodeGen': CodeGen,
         'wrap': wrap,

@@ -57,6 +57,22 @@ std::string non_ascii_repr(const std::string& utf8) {
   return utf8_owned(PyObject_Repr(u.get()), "repr()");
 }
 
+// torch.fx's _snake_case (the package's copy) for names with non-ASCII
+// characters: Unicode case rules (NameRules::non_ascii_snake_case).
+std::string non_ascii_snake_case(std::string_view utf8) {
+  PyObject* h = helper("_snake_case");
+  if (!h) throw PythonError();
+  Ref u = owned(PyUnicode_DecodeUTF8(utf8.data(), static_cast<Py_ssize_t>(utf8.size()), "surrogatepass"));
+  return utf8_owned(PyObject_CallOneArg(h, u.get()), "_snake_case()");
+}
+
+// str.isidentifier() for texts with non-ASCII characters
+// (NameRules::non_ascii_is_identifier).
+bool non_ascii_is_identifier(std::string_view utf8) {
+  Ref u = owned(PyUnicode_DecodeUTF8(utf8.data(), static_cast<Py_ssize_t>(utf8.size()), "surrogatepass"));
+  return PyUnicode_IsIdentifier(u.get()) == 1;
+}
+
 PyObject* clear_caches(PyObject*, PyObject*) {
   clear_object_caches();
   Py_RETURN_NONE;
@@ -78,6 +94,8 @@ PyMODINIT_FUNC PyInit__C() {
   Ref m = Ref::steal(PyModule_Create(&module_def));
   if (!m) return nullptr;
   fxcpp::set_non_ascii_repr_hook(non_ascii_repr);
+  fxcpp::name_rules().non_ascii_snake_case = non_ascii_snake_case;
+  fxcpp::name_rules().non_ascii_is_identifier = non_ascii_is_identifier;
   if (add_functions(m.get(), module_methods) < 0 || init_node_type(m.get()) < 0 || init_graph_type(m.get()) < 0 ||
       init_interpreter(m.get()) < 0 || init_matcher(m.get()) < 0 || init_tools(m.get()) < 0 ||
       init_trace(m.get()) < 0 || init_code(m.get()) < 0)

@@ -597,6 +597,7 @@ std::string format_target(const std::string& base, const std::string& target) {
 }
 
 PythonCode python_code(const Graph& g, const PythonCodeOptions& opts) {
+  Graph::BusyScope busy(g);  // Note [Busy graphs]
   Generator gen(g, opts);
   return gen.run();
 }

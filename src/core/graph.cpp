@@ -332,7 +332,14 @@ std::string Graph::target_to_str(const Target& target) {
   return snake_case(t);
 }
 
+void Graph::throw_busy() const {
+  throw GraphBusyError(
+      "the graph cannot be edited while it is being printed, generating code or copied from (an argument's "
+      "__repr__/__str__ or an arg_transform tried to)");
+}
+
 Node* Graph::make_node(Op op, NameRef uniq, Target target, std::vector<Argument> args, KwArgs kwargs, Object type) {
+  check_not_busy();
   Node* n = new (allocate_node()) Node(op, uniq, std::move(target));
   try {
     if (type) n->set_type(std::move(type));
@@ -379,8 +386,13 @@ Node* Graph::output(Argument result, Object type) {
 }
 
 Node* Graph::node_copy(const Node& node, const std::function<Argument(Node*)>& arg_transform) {
-  auto mapped = arg_transform ? node.mapped_args_kwargs(arg_transform)
-                              : std::make_pair(node.args().to_vector(), node.kwargs());
+  std::pair<std::vector<Argument>, KwArgs> mapped;
+  if (arg_transform) {
+    Graph::BusyScope busy(*node.graph());  // the transform must not edit the args being mapped
+    mapped = node.mapped_args_kwargs(arg_transform);
+  } else {
+    mapped = std::make_pair(node.args().to_vector(), node.kwargs());
+  }
   Node* n = create_node(node.op(), node.target_, std::move(mapped.first), std::move(mapped.second),
                         std::string(node.name()), node.type());
   if (node.has_meta()) n->meta() = *node.cold_->meta;
@@ -458,6 +470,7 @@ std::unique_ptr<Graph> Graph::clone() const {
 void Graph::erase_node(Node* n) {
   if (n->graph() != this || n->op() == Op::Root) throw std::invalid_argument("Node is not in this graph");
   if (n->erased_) return;
+  check_not_busy();
   if (n->has_users()) {
     std::ostringstream os;
     os << "Tried to erase Node " << n->name() << " but it still had " << n->num_users()

@@ -83,12 +83,22 @@ bool is_identifier(std::string_view s) {
   if (s.empty()) return false;
   unsigned char c0 = static_cast<unsigned char>(s[0]);
   if (c0 < 0x80 && !(std::isalpha(c0) || c0 == '_')) return false;
-  for (unsigned char c : s)
+  bool ascii = true;
+  for (unsigned char c : s) {
     if (c < 0x80 && !is_ascii_alnum_(c)) return false;
+    ascii = ascii && c < 0x80;
+  }
+  if (!ascii) {
+    if (auto hook = name_rules().non_ascii_is_identifier) return hook(s);
+  }
   return true;
 }
 
 std::string snake_case(std::string_view s) {
+  if (auto hook = name_rules().non_ascii_snake_case) {
+    for (unsigned char c : s)
+      if (c >= 0x80) return hook(s);
+  }
   std::string out;
   out.reserve(s.size() + 4);
   bool prev_lower = false;

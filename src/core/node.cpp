@@ -106,6 +106,7 @@ void Node::set_binding(NodeBinding* b) {
 }
 
 void Node::set_name(std::string_view n) {
+  graph()->check_not_busy();
   name_ = graph()->intern_name(n);
   mark_dirty(NodeBinding::kAttrs);
 }
@@ -126,6 +127,7 @@ const Object& Node::type() const {
 }
 
 void Node::set_type(Object t) {
+  graph()->check_not_busy();
   if (!cold_ && !t) return;
   cold().type = std::move(t);
   mark_dirty(NodeBinding::kAttrs);
@@ -133,6 +135,7 @@ void Node::set_type(Object t) {
 
 void Node::set_target(Target t) {
   Graph* g = graph();
+  g->check_not_busy();
   bool indexed = !erased_ && op() != Op::Root;
   if (indexed) g->bucket_remove(this);
   target_ = std::move(t);
@@ -260,6 +263,7 @@ void Node::link_uses(const std::vector<Node*>& uniq) {
 }
 
 void Node::set_args_kwargs(std::vector<Argument> args, KwArgs kwargs) {
+  graph()->check_not_busy();
   std::vector<Node*> uniq = collect_inputs(ArgSpan(args.data(), args.size()), kwargs);  // may throw
   if (args.size() > kMaxArgs) throw std::length_error("too many arguments for one node");
   unlink_uses();
@@ -319,6 +323,7 @@ KwArgs& Node::meta() {
 }
 
 void Node::prepend(Node* x) {
+  graph()->check_not_busy();
   if (x->graph() != graph()) throw std::invalid_argument("Attempting to move a Node into a different Graph");
   if (x->op() == Op::Root) throw std::invalid_argument("The graph's root node cannot be moved");
   if (x == this) return;

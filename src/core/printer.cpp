@@ -160,6 +160,7 @@ std::string format_arg(const Argument& a) {
 
 std::optional<std::string> Node::format_node(std::vector<std::string>* placeholder_names,
                                              std::string* maybe_return_typename) const {
+  Graph::BusyScope busy(*graph());
   std::string users = "[#users=" + std::to_string(num_users()) + "]";
   const Object& type_obj = type();
   // Placeholders and outputs print the annotation `if self.type` (a falsy one,
@@ -219,6 +220,7 @@ std::optional<std::string> Node::format_node(std::vector<std::string>* placehold
 }
 
 void Graph::print(std::ostream& os) const {
+  BusyScope busy(*this);
   std::vector<std::string> placeholder_names;
   std::string s = "graph():";
   for (Node* n : nodes()) {

@@ -593,7 +593,7 @@ def test_fixed_divergences():
 
     def use_before_def(lib):
         g = lib.Graph()
-        x = g.placeholder('x')
+        g.placeholder('x')
         y = g.placeholder('y')
         with g.inserting_before(y):
             z = g.call_function(operator.add, (y, 1))

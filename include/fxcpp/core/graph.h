@@ -110,8 +110,35 @@ class NodeRange {
   bool reverse_;
 };
 
+// Note [Busy graphs]
+// ~~~~~~~~~~~~~~~~~~
+// Printing, code generation and node_copy's argument mapping walk a node's
+// argument storage while calling out to foreign code (a Python __repr__,
+// __str__ or arg_transform), which may try to edit the graph: erasing the
+// node being printed frees the arguments under the walk, a node created
+// during codegen has no row in its side tables. While such a walk is open
+// (a BusyScope), edits of the graph -- creating, erasing or moving nodes,
+// setting args/kwargs/target/type/name -- throw GraphBusyError instead.
+// torch.fx lets them through and fails later or not at all; the fuzzers
+// record this as a deliberate difference.
 class Graph {
  public:
+  /// Marks `g` busy for its lifetime (nests). O(1).
+  class BusyScope {
+   public:
+    explicit BusyScope(const Graph& g) : g_(g) { ++g_.busy_; }
+    ~BusyScope() { --g_.busy_; }
+    BusyScope(const BusyScope&) = delete;
+    BusyScope& operator=(const BusyScope&) = delete;
+
+   private:
+    const Graph& g_;
+  };
+  /// Throws GraphBusyError while a BusyScope of this graph is open. O(1).
+  void check_not_busy() const {
+    if (busy_) throw_busy();
+  }
+
   Graph();
   ~Graph();
   Graph(const Graph&) = delete;
@@ -245,6 +272,8 @@ class Graph {
   std::unordered_map<BucketKey, Bucket, BucketKeyHash> buckets_;
   GraphObserver* observer_ = nullptr;
   size_t iterators_ = 0;             // live NodeRange iterators
+  mutable uint32_t busy_ = 0;        // open BusyScopes (Note [Busy graphs])
+  [[noreturn]] void throw_busy() const;
   // Note [Node slabs]
   struct SlabDeleter { void operator()(unsigned char* p) const; };
   std::vector<std::unique_ptr<unsigned char, SlabDeleter>> slabs_;

@@ -37,14 +37,22 @@ struct NameRules {
   /// True when some reserved name ends in a digit (then "base_N" names must
   /// be checked against the reserved sets too). Refreshed by refresh().
   bool digit_suffixed_reserved = false;
+  /// snake_case of a text with non-ASCII characters (Unicode upper/lower case
+  /// as Python's str methods decide it); without it, non-ASCII bytes are kept
+  /// as they are. The Python bindings install CPython's.
+  std::string (*non_ascii_snake_case)(std::string_view utf8) = nullptr;
+  /// str.isidentifier() of a text with non-ASCII characters (Unicode XID
+  /// rules); without it, every non-ASCII character counts as an identifier
+  /// character. The Python bindings install CPython's.
+  bool (*non_ascii_is_identifier)(std::string_view utf8) = nullptr;
   void refresh();
 };
 /// The rules in force (defaults: Python 3.11 keywords and builtins).
 NameRules& name_rules();
 
-/// Python's str.isidentifier() for ASCII/UTF-8 text (non-ASCII letters accepted).
+/// Python's str.isidentifier() for UTF-8 text (non-ASCII text: NameRules::non_ascii_is_identifier).
 bool is_identifier(std::string_view s);
-/// torch.fx _snake_case.
+/// torch.fx _snake_case (non-ASCII text: NameRules::non_ascii_snake_case).
 std::string snake_case(std::string_view s);
 
 /// Name text owned by a Graph's name arena: NUL-terminated, address-stable,

@@ -50,6 +50,12 @@ struct AssertionFailure : std::logic_error {
   using std::logic_error::logic_error;
 };
 
+/// Raised by an edit of a graph that is being printed, code-generated or
+/// copied from (Note [Busy graphs] in graph.h).
+struct GraphBusyError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// Raised where torch.fx raises KeyError(node): `node` has no mapped value
 /// (graph_copy of a graph that uses a node before defining it). Derives from
 /// std::out_of_range so C++ callers may catch either; `node` is borrowed from
