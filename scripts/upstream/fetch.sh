@@ -64,7 +64,9 @@ if [ -f "$SRC.tmp/debian/patches/series" ]; then
     for f in $files; do [ -e "$SRC.tmp/$f" ] && hit=1; done
     if [ $hit -eq 1 ]; then
       echo "upstream: applying Debian patch $p"
-      patch -s -p1 -d "$SRC.tmp" < "$SRC.tmp/debian/patches/$p"
+      # Hunks for files outside the extracted subset are rejected; say so rather than stop.
+      patch -s -p1 -f -r - -d "$SRC.tmp" < "$SRC.tmp/debian/patches/$p" \
+        || echo "upstream: warning: Debian patch $p did not apply cleanly to the extracted files" >&2
     fi
   done < "$SRC.tmp/debian/patches/series"
 fi

@@ -45,7 +45,8 @@ run_side() {  # name testdir pythonpath
   (cd "$dir" && PYTHONPATH="$path" "$PYTHON" -m pytest -q -p no:cacheprovider -p fxcpp_upstream \
       -o junit_family=xunit1 --junitxml="$UP/results/$name.xml" test_fx.py "${K[@]}" "${EXTRA[@]}" \
       >"$UP/results/$name.log" 2>&1) || true
-  echo "upstream: $name: $(tail -1 "$UP/results/$name.log")  (log: $UP/results/$name.log)"
+  echo "upstream: $name: $(grep -E '(passed|failed|error|no tests ran|collected)' "$UP/results/$name.log" \
+      | tail -1)  (log: $UP/results/$name.log)"
 }
 echo "upstream: running test_fx.py ($SELECTION selection) on torch.fx and on fxcpp"
 run_side torch.fx "$UP/src/test" "$SITE" &
