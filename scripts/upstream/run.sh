@@ -7,7 +7,7 @@
 #                               TestVisionTracing and not TestFunctionalTracing" (a few minutes)
 #   UPSTREAM_SELECTION=all      all of test_fx.py, TestFunctionalTracing/TestVisionTracing too
 #                               (~30 minutes)
-#   UPSTREAM_PYTEST_ARGS        extra pytest arguments for both sides (e.g. -x, -k overrides)
+#   UPSTREAM_PYTEST_ARGS        extra pytest arguments for both sides, split on whitespace (-x)
 #   FXCPP_UPSTREAM_STRICT=1     exit non-zero when a test passes on torch.fx but not on fxcpp
 #
 # Everything downloaded or generated lives in .upstream/ (git-ignored):
@@ -25,8 +25,11 @@ start=$(date +%s)
 "$ROOT/scripts/upstream/fetch.sh"
 export FXCPP_TORCHBIND_LIB="$("$ROOT/scripts/upstream/build_torchbind.sh")"
 
-# The expecttest stand-in must itself fail on a mismatch before it judges anything.
-PYTHONPATH="$SITE" "$PYTHON" -m pytest -q -p no:cacheprovider "$ROOT/tests/upstream/test_expecttest.py"
+# The harness's own tests first: the expecttest stand-in must fail on a mismatch, the rewrite
+# must point names at fxcpp only where fxcpp has them.
+PYTHONPATH="$SITE:$ROOT/python" "$PYTHON" -m pytest -q -p no:cacheprovider \
+    "$ROOT/tests/upstream/test_expecttest.py" "$ROOT/tests/upstream/test_rewrite.py" \
+    "$ROOT/tests/upstream/test_compare.py"
 
 PYTHONPATH="$ROOT/python" "$PYTHON" "$ROOT/scripts/upstream/rewrite.py" \
     "$UP/src/test" "$UP/fxcpp-test" "$UP/rewrite.log"
