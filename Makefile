@@ -9,7 +9,7 @@ export PYTHONPATH := $(CURDIR)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
 export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: all deps build build-asan build-asan-python test test-cpp test-asan test-asan-python test-python demo bench fuzz \
-        bench-quick install clean
+        bench-quick install clean test-upstream
 
 all: build
 
@@ -65,6 +65,14 @@ fuzz: build
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_fuzz_diff.py
 	FXCPP_HYPOTHESIS_PROFILE=fuzz FXCPP_HYPOTHESIS_MAX_EXAMPLES=$${FXCPP_HYPOTHESIS_MAX_EXAMPLES:-2000} \
 	  $(PYTHON) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_fuzz_api.py
+
+# PyTorch 1.13.1's own torch.fx tests on torch.fx and on fxcpp, side by side (scripts/upstream/).
+# UPSTREAM_SELECTION=all adds TestFunctionalTracing/TestVisionTracing (~30 min);
+# FXCPP_UPSTREAM_STRICT=1 fails on tests that pass with torch.fx but not with fxcpp.
+UPSTREAM_SELECTION ?= default
+
+test-upstream: build
+	UPSTREAM_SELECTION=$(UPSTREAM_SELECTION) PYTHON=$(PYTHON) scripts/upstream/run.sh
 
 demo: build
 	$(PYTHON) examples/demo.py

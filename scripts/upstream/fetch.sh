@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Fetches PyTorch 1.13.1's torch.fx tests from Debian's `pytorch` source package into
+# $UPSTREAM_DIR (default .upstream/, git-ignored). apt runs with a private sources list, state
+# and cache, so the system's apt configuration and package lists are left untouched.
+# Idempotent: once .upstream/src/test/test_fx.py exists nothing is downloaded again.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+UP="${UPSTREAM_DIR:-$ROOT/.upstream}"
+VERSION="1.13.1+dfsg-4"                       # the python3-torch the project is built against
+MIRROR="${UPSTREAM_MIRROR:-http://deb.debian.org/debian}"
+SUITE="${UPSTREAM_SUITE:-bookworm}"
+SRC="$UP/src"
+
+if [ -f "$SRC/.complete" ]; then
+  exit 0
+fi
+
+mkdir -p "$UP/apt/lists/partial" "$UP/apt/cache/archives/partial" "$UP/dl"
+LIST="$UP/apt/sources.list"
+echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $SUITE main" > "$LIST"
+APT=(apt-get -q
+     -o "Dir::Etc::SourceList=$LIST" -o "Dir::Etc::SourceParts=/dev/null"
+     -o "Dir::State::Lists=$UP/apt/lists" -o "Dir::Cache=$UP/apt/cache"
+     -o "Dir::State::status=/var/lib/dpkg/status" -o "APT::Sandbox::User=root")
+
+shopt -s nullglob
+orig=("$UP"/dl/pytorch_1.13.1*.orig.tar.*)
+if [ ${#orig[@]} -eq 0 ]; then
+  echo "upstream: downloading Debian source package pytorch=$VERSION ($MIRROR $SUITE)"
+  "${APT[@]}" update
+  # The debian.tar (packaging, patches) may be missing from a mirror; the orig tarball is what
+  # the tests come from, so a failed download is judged by what landed, checked below.
+  (cd "$UP/dl" && "${APT[@]}" source --download-only "pytorch=$VERSION") || true
+  orig=("$UP"/dl/pytorch_1.13.1*.orig.tar.*)
+fi
+dsc=("$UP"/dl/pytorch_"$VERSION".dsc)
+[ -f "${dsc[0]}" ] && [ ${#orig[@]} -eq 1 ] || {
+  echo "upstream: could not download pytorch_$VERSION.dsc and its orig tarball into $UP/dl" >&2; exit 1; }
+# The orig tarball must match the checksum the (signed) .dsc lists.
+want="$(awk '/^Checksums-Sha256:/{f=1;next} /^[^ ]/{f=0} f && $3 ~ /orig\.tar/{print $1}' "${dsc[0]}")"
+have="$(sha256sum "${orig[0]}" | cut -d' ' -f1)"
+[ -n "$want" ] && [ "$want" = "$have" ] || { echo "upstream: checksum mismatch for ${orig[0]}" >&2; exit 1; }
+deb=("$UP"/dl/pytorch_"$VERSION".debian.tar.*)
+
+# Only the test files the FX suite needs (the whole tree is ~1 GiB unpacked).
+rm -rf "$SRC.tmp" && mkdir -p "$SRC.tmp"
+top="$(tar -tf "${orig[0]}" | sed -n "1s|/.*||p")"
+echo "upstream: extracting test/test_fx.py, test/fx/ and helpers from $(basename "${orig[0]}")"
+tar -xf "${orig[0]}" -C "$SRC.tmp" --strip-components=1 \
+    "$top/test/test_fx.py" "$top/test/fx" \
+    "$top/test/cpp/jit/test_custom_class_registrations.cpp" \
+    "$top/test/cpp/jit/test_custom_class_registrations.h"
+# Debian's patches that touch these files, applied the way dpkg-source would.
+if [ ${#deb[@]} -eq 1 ]; then
+  tar -xf "${deb[0]}" -C "$SRC.tmp"
+else
+  echo "upstream: note: pytorch_$VERSION.debian.tar.* unavailable; using the pristine orig tarball"
+fi
+if [ -f "$SRC.tmp/debian/patches/series" ]; then
+  while read -r p _; do
+    case "$p" in ''|'#'*) continue ;; esac
+    files="$(grep -E '^\+\+\+ ' "$SRC.tmp/debian/patches/$p" | awk '{print $2}' | cut -d/ -f2- || true)"
+    hit=0
+    for f in $files; do [ -e "$SRC.tmp/$f" ] && hit=1; done
+    if [ $hit -eq 1 ]; then
+      echo "upstream: applying Debian patch $p"
+      # Hunks for files outside the extracted subset are rejected; say so rather than stop.
+      patch -s -p1 -f -r - -d "$SRC.tmp" < "$SRC.tmp/debian/patches/$p" \
+        || echo "upstream: warning: Debian patch $p did not apply cleanly to the extracted files" >&2
+    fi
+  done < "$SRC.tmp/debian/patches/series"
+fi
+rm -rf "$SRC.tmp/debian"
+touch "$SRC.tmp/.complete"
+rm -rf "$SRC" && mv "$SRC.tmp" "$SRC"
+echo "upstream: tests in $SRC"
