@@ -10,11 +10,6 @@ using namespace fxcpp;
 using namespace fxcpp::testing;
 
 namespace {
-std::vector<std::string> names(const Graph& g) {
-  std::vector<std::string> out;
-  for (Node* n : g.nodes()) out.emplace_back(n->name());
-  return out;
-}
 std::vector<std::string> user_names(const Node* n) {
   std::vector<std::string> out;
   for (Node* u : n->users()) out.emplace_back(u->name());

@@ -13,13 +13,6 @@
 using namespace fxcpp;
 using namespace fxcpp::testing;
 
-namespace {
-std::vector<std::string> names(const Graph& g) {
-  std::vector<std::string> out;
-  for (Node* n : g.nodes()) out.emplace_back(n->name());
-  return out;
-}
-}  // namespace
 
 TEST(TorchFxDivergence, ReplaceAllUsesWithItselfAssertsAfterTheEdit) {
   Graph g;
