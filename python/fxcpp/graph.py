@@ -8,6 +8,7 @@ managers, ``print_tabular`` and the ``CodeGen`` customization classes.
 import builtins
 import contextlib
 import copy
+import copyreg
 import inspect
 import math
 import warnings
@@ -240,6 +241,24 @@ class Graph(_C.GraphBase):
             self._owning_module = mod if not self._owners else None
             self._owners += 1
 
+    # Pickling (Note [Graph pickling] in graph_type.cpp): the Python attributes
+    # as torch.fx pickles them (owning module and codegen included), plus flat
+    # node records exported and imported by the core in one linear pass.
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state['_fxcpp_nodes'] = self._export_nodes()
+        return state
+
+    def __reduce__(self):
+        # Every protocol (0 and 1 included) rebuilds with cls.__new__ and __setstate__.
+        return (copyreg.__newobj__, (type(self),), self.__getstate__())
+
+    def __setstate__(self, state):
+        state = dict(state)
+        records = state.pop('_fxcpp_nodes')
+        self.__dict__.update(state)
+        self._import_nodes(*records)
+
     def __deepcopy__(self, memo=None) -> 'Graph':
         memo = memo if memo else {}
         g = Graph(tracer_cls=self._tracer_cls)
@@ -273,6 +292,13 @@ class Graph(_C.GraphBase):
             return self.inserting_before(self._root)
         assert n.graph == self, "Node to insert after is not in graph."
         return _InsertPoint(self, n, True)
+
+    @compatibility(is_backward_compatible=True)
+    def node_copy(self, node: Node, arg_transform: Callable[[Node], 'Argument'] = lambda x: x) -> Node:
+        """Copy ``node`` into this graph, mapping its Node arguments through ``arg_transform``."""
+        if arg_transform is _NODE_COPY_IDENTITY:
+            return self._node_copy(node)
+        return self._node_copy(node, arg_transform)
 
     @compatibility(is_backward_compatible=True)
     def placeholder(self, name: str, type_expr: Optional[Any] = None,
@@ -394,8 +420,20 @@ class Graph(_C.GraphBase):
         return restore()
 
 
+# node_copy's default, recognized to skip calling it per argument.
+_NODE_COPY_IDENTITY = Graph.node_copy.__defaults__[0]
+
+
 # ---------------------------------------------------------------------------
 # Helpers the C++ bindings call back into.
+
+class _NodeRef(int):
+    """A node's position in a pickled graph's node records (Note [Graph pickling])."""
+    __slots__ = ()
+
+    def __reduce__(self):
+        return (_NodeRef, (int(self),))
+
 
 def _target_info(obj):
     """(name, qualified name, printed target, operator name, qualified reference, impure) of a callable."""
@@ -449,6 +487,7 @@ def _install_helpers():
         '_origin_type': _origin_type,
         '_snake_case': _snake_case,
         '_copy': copy.copy,
+        '_NodeRef': _NodeRef,
         'CodeGen': CodeGen,
         'wrap': wrap,
     })

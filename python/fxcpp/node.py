@@ -158,8 +158,35 @@ class Node(_C.NodeBase):
             return normalize_module(root, self.target, self.args, self.kwargs)
         return None
 
-    def __getstate__(self):
-        raise TypeError("fxcpp Nodes cannot be pickled on their own; pickle the GraphModule instead")
+    @compatibility(is_backward_compatible=True)
+    def replace_all_uses_with(self, replace_with: 'Node',
+                              delete_user_cb: Callable[['Node'], bool] = lambda user: True) -> List['Node']:
+        """Replace every use of this node by ``replace_with`` (users for which ``delete_user_cb`` is true)."""
+        if delete_user_cb is _EVERY_USER:
+            return self._replace_all_uses_with(replace_with)
+        return self._replace_all_uses_with(replace_with, delete_user_cb)
+
+    def __reduce__(self):
+        # torch.fx pickles a lone node with its whole graph (through
+        # node.graph); so does fxcpp: the graph, and the node's position in it.
+        if self._erased:
+            raise RuntimeError(f"cannot pickle Node '{self.name}': it was erased from its graph")
+        for i, n in enumerate(self.graph.nodes):
+            if n is self:
+                return (_node_at, (self.graph, i))
+        raise RuntimeError(f"cannot pickle Node '{self.name}': it is not in its graph's node list")
+
+
+# replace_all_uses_with's default, recognized to skip calling it per user.
+_EVERY_USER = Node.replace_all_uses_with.__defaults__[0]
+
+
+def _node_at(graph, index):
+    """The node at ``index`` of an unpickled graph (a pickled lone Node)."""
+    for i, n in enumerate(graph.nodes):
+        if i == index:
+            return n
+    raise ValueError(f"corrupt pickled Node: its graph has no node {index}")
 
 
 @compatibility(is_backward_compatible=True)
