@@ -23,7 +23,7 @@ from . import _C
 from . import _pytree as fx_pytree
 from ._compatibility import compatibility
 from .node import Argument, Node, Target, _get_qualified_name, _type_repr, map_arg, _pretty_print_target
-from .node import _side_effectful_functions, _module_is_impure
+from .node import _side_effectful_functions, _module_is_impure, _bad_target
 from .immutable_collections import immutable_dict, immutable_list
 
 if TYPE_CHECKING:
@@ -373,9 +373,19 @@ class Graph(_C.GraphBase):
             return
         for node in self.nodes:
             op = node.op
+            target = node.target
+            # Node.target is validated when set; a callable target can still
+            # stop being callable (its class's __call__ deleted), as in torch.fx.
+            if op == 'call_function':
+                if not callable(target):
+                    raise ValueError(f'Node {node} target {target} has type {torch.typename(target)} but '
+                                     'a Callable is expected')
+            elif not isinstance(target, str):
+                raise ValueError(f'Node {node} target {target} has type {torch.typename(target)} but '
+                                 'a str is expected')
             if op != 'get_attr' and op != 'call_module':
                 continue
-            atoms = node.target.split('.')
+            atoms = target.split('.')
             itr = mod
             for i, atom in enumerate(atoms):
                 nxt = getattr(itr, atom, None)
@@ -462,12 +472,6 @@ def _target_info(obj):
     except TypeError:
         impure = False
     return (name, qualified, pretty, operator_name, reference, impure)
-
-
-def _bad_target(graph, name, target, wanted_callable):
-    kind = 'a Callable' if wanted_callable else 'a str'
-    raise ValueError(f'Node [graph = {graph}, name = \'{name}\'] target {target} has type '
-                     f'{torch.typename(target)} but {kind} is expected')
 
 
 def _origin_type(origin):

@@ -117,6 +117,16 @@ def _module_is_impure(node: 'Node') -> bool:
     return getattr(submodule, "_is_impure", False)
 
 
+def _bad_target(graph, name, target, wanted_callable):
+    """Raise torch.fx's ValueError for a target of the wrong kind (the core's create_node and setter call it)."""
+    kind = 'a Callable' if wanted_callable else 'a str'
+    raise ValueError(f'Node [graph = {graph}, name = \'{name}\'] target {target} has type '
+                     f'{torch.typename(target)} but {kind} is expected')
+
+
+_OPCODES = ('placeholder', 'call_method', 'call_module', 'call_function', 'get_attr', 'output', 'root')
+
+
 @compatibility(is_backward_compatible=True)
 class Node(_C.NodeBase):
     """A node of an fxcpp :class:`Graph` (see torch.fx.Node).
@@ -126,6 +136,28 @@ class Node(_C.NodeBase):
     ``target``, ``args``, ``kwargs``, ``users``, ``next``, ``prev`` and ``meta``
     are read from C++ at attribute speed. Arbitrary attributes may be set.
     """
+
+    def __new__(cls, graph: 'Graph', name: str, op: str, target: 'Target', args: Tuple['Argument', ...],
+                kwargs: Dict[str, 'Argument'], return_type: Optional[Any] = None):
+        # torch.fx's constructor makes a node outside the graph's node list
+        # that is nonetheless registered as a user of its inputs; the core has
+        # no such half-linked state. Inputs torch.fx rejects fail as there
+        # (AssertionError for an unknown opcode, ValueError for a target of the
+        # wrong kind); valid ones are refused with a pointer to create_node.
+        if op not in _OPCODES:
+            raise AssertionError()
+        if op == 'call_function':
+            if not callable(target):
+                _bad_target(graph, name, target, True)
+        elif not isinstance(target, str):
+            _bad_target(graph, name, target, False)
+        raise TypeError("fxcpp Nodes cannot be constructed directly: use graph.create_node(op, target, args, "
+                        "kwargs, name, type_expr), which also links the node into the graph")
+
+    def __init__(self, graph: 'Graph', name: str, op: str, target: 'Target', args: Tuple['Argument', ...],
+                 kwargs: Dict[str, 'Argument'], return_type: Optional[Any] = None) -> None:
+        # Not reached (__new__ refuses); kept for torch.fx's signature.
+        raise TypeError("fxcpp Nodes cannot be constructed directly")
 
     @property
     def stack_trace(self) -> Optional[str]:

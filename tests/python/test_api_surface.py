@@ -8,8 +8,8 @@
 * Node(...) direct construction.
 """
 import inspect
-import operator
 import pickle
+import re
 import warnings
 
 import pytest
@@ -241,3 +241,209 @@ def test_long_graph_pickles():
     g.output(x)
     g2 = pickle.loads(pickle.dumps(g))
     assert str(g2) == str(g)
+
+
+# --------------------------------------------------------------------- lint
+
+class _LintModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = torch.nn.Linear(2, 2)
+        self.register_buffer('b', torch.ones(1))
+
+    def forward(self, x):
+        return self.l(x) + self.b
+
+
+def _traced(lib):
+    gm = lib.symbolic_trace(_LintModule())
+    return gm, gm.graph
+
+
+def _first(g, op):
+    return next(n for n in g.nodes if n.op == op)
+
+
+def _use_before_def(lib):
+    g = lib.Graph()
+    x = g.placeholder('x')
+    y = g.call_function(torch.relu, (x,))
+    x.prepend(y)
+    g.output(y)
+    return g
+
+
+def _other_graph_arg(lib):
+    g, g2 = lib.Graph(), lib.Graph()
+    x2 = g2.placeholder('x')
+    g.placeholder('x')
+    g.output(g.call_function(torch.relu, (x2,)))
+    return g
+
+
+def _redefined_name(lib):
+    g = lib.Graph()
+    x = g.placeholder('x')
+    g.call_function(torch.relu, (x,))
+    z = g.call_function(torch.relu, (x,))
+    z.name = 'relu'
+    g.output(z)
+    return g
+
+
+def _retarget(op, target):
+    def build(lib):
+        gm, g = _traced(lib)
+        _first(g, op).target = target
+        return g
+    return build
+
+
+def _plain_tensor_get_attr(lib):
+    gm, g = _traced(lib)
+    gm.t = torch.zeros(1)
+    _first(g, 'get_attr').target = 't'
+    return g
+
+
+def _no_longer_callable(owned):
+    # A callable target stops being callable: the one way to reach torch.fx's
+    # call_function target check in fxcpp (Node.target is validated when set).
+    def build(lib):
+        class Fn:
+            __name__ = 'fn'
+
+            def __call__(self, x):
+                return x
+        fn = Fn()
+        if owned:
+            gm, g = _traced(lib)
+            _first(g, 'call_function').target = fn
+        else:
+            g = lib.Graph()
+            g.output(g.call_function(fn, (g.placeholder('x'),)))
+        del Fn.__call__
+        return g
+    return build
+
+
+def _lint_outcome(lib, build):
+    g = build(lib)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        try:
+            g.lint()
+        except Exception as e:  # noqa: BLE001 - the outcome is compared
+            msg = re.sub(r' at 0x[0-9a-f]+', '', str(e))
+            return type(e), msg.split('\n')[0], ('\n' + str(g)) in str(e)
+    return None, [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize('build', [
+    _use_before_def, _other_graph_arg, _redefined_name,
+    _retarget('get_attr', 'nope'), _retarget('call_module', 'b'), _retarget('call_module', 'l.weight.foo'),
+    _retarget('call_module', 'l.nope'), _retarget('get_attr', 'l.weight'), _plain_tensor_get_attr,
+    _no_longer_callable(True), _no_longer_callable(False),
+], ids=lambda f: getattr(f, '__name__', 'case'))
+def test_lint_matches_torch_fx(build):
+    ref = _lint_outcome(tfx, build)
+    got = _lint_outcome(fxcpp, build)
+    assert got == ref
+
+
+@pytest.mark.parametrize('op, target, wanted', [
+    ('call_function', 'add', 'a Callable'),
+    ('call_function', 5, 'a Callable'),
+    ('get_attr', torch.relu, 'a str'),
+    ('call_module', torch.relu, 'a str'),
+    ('placeholder', torch.relu, 'a str'),
+    ('output', 5, 'a str'),
+])
+def test_lint_target_checks_cannot_be_bypassed(op, target, wanted):
+    # torch.fx stores any target and its lint (with an owning module) raises
+    # ValueError; fxcpp raises the same error type when the target is set, so
+    # no fxcpp graph holds such a node for lint to find.
+    gm, g = _traced(tfx)
+    _first(g, op).target = target
+    with pytest.raises(ValueError, match=f'but {wanted} is expected'):
+        g.lint()
+    gm, g = _traced(fxcpp)
+    node = _first(g, op)
+    with pytest.raises(ValueError, match=f'but {wanted} is expected'):
+        node.target = target
+    assert node.target is not target
+    g.lint()
+
+
+def test_call_method_target_must_be_str_everywhere():
+    for lib in LIBS:
+        g = lib.Graph()
+        x = g.placeholder('x')
+        with pytest.raises(ValueError, match='but a str is expected'):
+            g.call_method(torch.relu, (x,))
+    g = fxcpp.Graph()
+    n = g.call_method('relu', (g.placeholder('x'),))
+    with pytest.raises(ValueError, match='but a str is expected'):
+        n.target = torch.relu
+
+
+def test_op_is_read_only():
+    # torch.fx lets node.op be assigned anything (its lint then reports
+    # "unknown opcode"); fxcpp's op is fixed at creation.
+    g = fxcpp.Graph()
+    x = g.placeholder('x')
+    with pytest.raises(AttributeError):
+        x.op = 'bogus'
+    g.lint()
+
+
+# ---------------------------------------------------------- Node(...) ctor
+
+def _ctor_outcome(lib, *args, **kwargs):
+    g = lib.Graph()
+    x = g.placeholder('x')
+    args = tuple(x if a is _X else g if a is _G else a for a in args)
+    try:
+        lib.Node(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - the outcome is compared
+        return type(e), re.sub(r' at 0x[0-9a-f]+', '', str(e)), str(g)
+    return None, None, str(g)
+
+
+_X, _G = object(), object()
+
+
+@pytest.mark.parametrize('args', [
+    (_G, 'foo', 'bogus', torch.relu, (_X,), {}),
+    (_G, 'foo', 'call_function', 'relu', (_X,), {}),
+    (_G, 'foo', 'call_function', 5, (_X,), {}),
+    (_G, 'foo', 'call_method', torch.relu, (_X,), {}),
+    (_G, 'foo', 'get_attr', 3, (), {}),
+    (None, 'foo', 'output', torch.relu, (), {}),
+])
+def test_node_constructor_rejects_like_torch_fx(args):
+    assert _ctor_outcome(fxcpp, *args) == _ctor_outcome(tfx, *args)
+
+
+def test_node_constructor_missing_arguments():
+    for lib in LIBS:
+        with pytest.raises(TypeError, match="missing 2 required positional arguments: 'args' and 'kwargs'"):
+            lib.Node(lib.Graph(), 'foo', 'call_function', torch.relu)
+
+
+def test_node_constructor_valid_input_is_refused_clearly():
+    # torch.fx builds a node outside the node list that still counts as a
+    # user of its inputs; fxcpp has no such half-linked node and says so.
+    g = fxcpp.Graph()
+    x = g.placeholder('x')
+    before = str(g)
+    with pytest.raises(TypeError, match='use graph.create_node'):
+        fxcpp.Node(g, 'foo', 'call_function', torch.relu, (x,), {})
+    assert str(g) == before and len(x.users) == 0 and len(g.nodes) == 1
+
+
+def test_node_signature_is_torch_fx_constructor():
+    ref = inspect.signature(tfx.Node)
+    got = inspect.signature(fxcpp.Node)
+    assert [(p.name, p.kind, p.default) for p in got.parameters.values()] == \
+        [(p.name, p.kind, p.default) for p in ref.parameters.values()]
