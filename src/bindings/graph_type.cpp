@@ -691,14 +691,16 @@ PyObject* graph_export_nodes(PyObject* self, PyObject*) {
       Ref v = Ref::steal(export_arg(kv.second, pos, ref_cls));
       check(PyDict_SetItemString(kwargs.get(), kv.first.c_str(), v.get()));
     }
-    Ref w = Ref::steal(wrap_node(n));
-    auto* p = reinterpret_cast<PyNode*>(w.get());
+    // Nodes without a Python wrapper have no meta or attributes: none is made.
+    PyNode* p = n->binding() ? pynode_of(n->binding()) : nullptr;
     Ref op = owned(PyUnicode_FromString(op_name(n->op())));
     Ref name = owned(PyUnicode_FromStringAndSize(n->name().data(), static_cast<Py_ssize_t>(n->name().size())));
-    Ref target = owned(PyObject_GetAttrString(w.get(), "target"));
+    const Target& t = n->target();
+    Ref target = t.fn() ? Ref::borrow(obj_ptr(t.fn()))
+                        : owned(PyUnicode_FromStringAndSize(t.str().data(), static_cast<Py_ssize_t>(t.str().size())));
     PyObject* type = n->type() ? obj_ptr(n->type()) : Py_None;
-    PyObject* meta = p->meta && PyDict_GET_SIZE(p->meta) ? p->meta : Py_None;
-    PyObject* dict = p->dict && PyDict_GET_SIZE(p->dict) ? p->dict : Py_None;
+    PyObject* meta = p && p->meta && PyDict_GET_SIZE(p->meta) ? p->meta : Py_None;
+    PyObject* dict = p && p->dict && PyDict_GET_SIZE(p->dict) ? p->dict : Py_None;
     Ref rec = owned(PyTuple_Pack(8, op.get(), name.get(), target.get(), args.get(), kwargs.get(), type, meta, dict));
     check(PyList_Append(records.get(), rec.get()));
     pos.emplace(n, i++);
