@@ -447,3 +447,10 @@ def test_node_signature_is_torch_fx_constructor():
     got = inspect.signature(fxcpp.Node)
     assert [(p.name, p.kind, p.default) for p in got.parameters.values()] == \
         [(p.name, p.kind, p.default) for p in ref.parameters.values()]
+
+
+def test_node_constructor_by_keyword_bad_target():
+    # PyTorch's test_wrong_target_type.
+    for lib in LIBS:
+        with pytest.raises(ValueError):
+            lib.Node(graph=lib.Graph(), name='foo', op='call_function', target='foo', args=(), kwargs={})
