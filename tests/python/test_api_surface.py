@@ -327,6 +327,21 @@ def _no_longer_callable(owned):
     return build
 
 
+def _two_problems(lib):
+    # A missing get_attr before a non-callable call_function: which is reported first.
+    gm, g = _traced(lib)
+
+    class Fn:
+        __name__ = 'fn'
+
+        def __call__(self, x):
+            return x
+    _first(g, 'call_function').target = Fn()
+    _first(g, 'get_attr').target = 'nope'
+    del Fn.__call__
+    return g
+
+
 def _lint_outcome(lib, build):
     g = build(lib)
     with warnings.catch_warnings(record=True) as caught:
@@ -343,7 +358,7 @@ def _lint_outcome(lib, build):
     _use_before_def, _other_graph_arg, _redefined_name,
     _retarget('get_attr', 'nope'), _retarget('call_module', 'b'), _retarget('call_module', 'l.weight.foo'),
     _retarget('call_module', 'l.nope'), _retarget('get_attr', 'l.weight'), _plain_tensor_get_attr,
-    _no_longer_callable(True), _no_longer_callable(False),
+    _no_longer_callable(True), _no_longer_callable(False), _two_problems,
 ], ids=lambda f: getattr(f, '__name__', 'case'))
 def test_lint_matches_torch_fx(build):
     ref = _lint_outcome(tfx, build)
