@@ -8,6 +8,7 @@ managers, ``print_tabular`` and the ``CodeGen`` customization classes.
 import builtins
 import contextlib
 import copy
+import copyreg
 import inspect
 import math
 import warnings
@@ -22,7 +23,7 @@ from . import _C
 from . import _pytree as fx_pytree
 from ._compatibility import compatibility
 from .node import Argument, Node, Target, _get_qualified_name, _type_repr, map_arg, _pretty_print_target
-from .node import _side_effectful_functions, _module_is_impure
+from .node import _side_effectful_functions, _module_is_impure, _bad_target
 from .immutable_collections import immutable_dict, immutable_list
 
 if TYPE_CHECKING:
@@ -240,6 +241,24 @@ class Graph(_C.GraphBase):
             self._owning_module = mod if not self._owners else None
             self._owners += 1
 
+    # Pickling (Note [Graph pickling] in graph_type.cpp): the Python attributes
+    # as torch.fx pickles them (owning module and codegen included), plus flat
+    # node records exported and imported by the core in one linear pass.
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state['_fxcpp_nodes'] = self._export_nodes()
+        return state
+
+    def __reduce__(self):
+        # Every protocol (0 and 1 included) rebuilds with cls.__new__ and __setstate__.
+        return (copyreg.__newobj__, (type(self),), self.__getstate__())
+
+    def __setstate__(self, state):
+        state = dict(state)
+        records = state.pop('_fxcpp_nodes')
+        self.__dict__.update(state)
+        self._import_nodes(*records)
+
     def __deepcopy__(self, memo=None) -> 'Graph':
         memo = memo if memo else {}
         g = Graph(tracer_cls=self._tracer_cls)
@@ -273,6 +292,13 @@ class Graph(_C.GraphBase):
             return self.inserting_before(self._root)
         assert n.graph == self, "Node to insert after is not in graph."
         return _InsertPoint(self, n, True)
+
+    @compatibility(is_backward_compatible=True)
+    def node_copy(self, node: Node, arg_transform: Callable[[Node], 'Argument'] = lambda x: x) -> Node:
+        """Copy ``node`` into this graph, mapping its Node arguments through ``arg_transform``."""
+        if arg_transform is _NODE_COPY_IDENTITY:
+            return self._node_copy(node)
+        return self._node_copy(node, arg_transform)
 
     @compatibility(is_backward_compatible=True)
     def placeholder(self, name: str, type_expr: Optional[Any] = None,
@@ -347,9 +373,19 @@ class Graph(_C.GraphBase):
             return
         for node in self.nodes:
             op = node.op
+            target = node.target
+            # Node.target is validated when set; a callable target can still
+            # stop being callable (its class's __call__ deleted), as in torch.fx.
+            if op == 'call_function':
+                if not callable(target):
+                    raise ValueError(f'Node {node} target {target} has type {torch.typename(target)} but '
+                                     'a Callable is expected')
+            elif not isinstance(target, str):
+                raise ValueError(f'Node {node} target {target} has type {torch.typename(target)} but '
+                                 'a str is expected')
             if op != 'get_attr' and op != 'call_module':
                 continue
-            atoms = node.target.split('.')
+            atoms = target.split('.')
             itr = mod
             for i, atom in enumerate(atoms):
                 nxt = getattr(itr, atom, None)
@@ -394,8 +430,20 @@ class Graph(_C.GraphBase):
         return restore()
 
 
+# node_copy's default, recognized to skip calling it per argument.
+_NODE_COPY_IDENTITY = Graph.node_copy.__defaults__[0]
+
+
 # ---------------------------------------------------------------------------
 # Helpers the C++ bindings call back into.
+
+class _NodeRef(int):
+    """A node's position in a pickled graph's node records (Note [Graph pickling])."""
+    __slots__ = ()
+
+    def __reduce__(self):
+        return (_NodeRef, (int(self),))
+
 
 def _target_info(obj):
     """(name, qualified name, printed target, operator name, qualified reference, impure) of a callable."""
@@ -426,12 +474,6 @@ def _target_info(obj):
     return (name, qualified, pretty, operator_name, reference, impure)
 
 
-def _bad_target(graph, name, target, wanted_callable):
-    kind = 'a Callable' if wanted_callable else 'a str'
-    raise ValueError(f'Node [graph = {graph}, name = \'{name}\'] target {target} has type '
-                     f'{torch.typename(target)} but {kind} is expected')
-
-
 def _origin_type(origin):
     return _origin_type_map.get(origin, origin)
 
@@ -449,6 +491,7 @@ def _install_helpers():
         '_origin_type': _origin_type,
         '_snake_case': _snake_case,
         '_copy': copy.copy,
+        '_NodeRef': _NodeRef,
         'CodeGen': CodeGen,
         'wrap': wrap,
     })

@@ -117,6 +117,16 @@ def _module_is_impure(node: 'Node') -> bool:
     return getattr(submodule, "_is_impure", False)
 
 
+def _bad_target(graph, name, target, wanted_callable):
+    """Raise torch.fx's ValueError for a target of the wrong kind (the core's create_node and setter call it)."""
+    kind = 'a Callable' if wanted_callable else 'a str'
+    raise ValueError(f'Node [graph = {graph}, name = \'{name}\'] target {target} has type '
+                     f'{torch.typename(target)} but {kind} is expected')
+
+
+_OPCODES = ('placeholder', 'call_method', 'call_module', 'call_function', 'get_attr', 'output', 'root')
+
+
 @compatibility(is_backward_compatible=True)
 class Node(_C.NodeBase):
     """A node of an fxcpp :class:`Graph` (see torch.fx.Node).
@@ -126,6 +136,28 @@ class Node(_C.NodeBase):
     ``target``, ``args``, ``kwargs``, ``users``, ``next``, ``prev`` and ``meta``
     are read from C++ at attribute speed. Arbitrary attributes may be set.
     """
+
+    def __new__(cls, graph: 'Graph', name: str, op: str, target: 'Target', args: Tuple['Argument', ...],
+                kwargs: Dict[str, 'Argument'], return_type: Optional[Any] = None):
+        # torch.fx's constructor makes a node outside the graph's node list
+        # that is nonetheless registered as a user of its inputs; the core has
+        # no such half-linked state. Inputs torch.fx rejects fail as there
+        # (AssertionError for an unknown opcode, ValueError for a target of the
+        # wrong kind); valid ones are refused with a pointer to create_node.
+        if op not in _OPCODES:
+            raise AssertionError()
+        if op == 'call_function':
+            if not callable(target):
+                _bad_target(graph, name, target, True)
+        elif not isinstance(target, str):
+            _bad_target(graph, name, target, False)
+        raise TypeError("fxcpp Nodes cannot be constructed directly: use graph.create_node(op, target, args, "
+                        "kwargs, name, type_expr), which also links the node into the graph")
+
+    def __init__(self, graph: 'Graph', name: str, op: str, target: 'Target', args: Tuple['Argument', ...],
+                 kwargs: Dict[str, 'Argument'], return_type: Optional[Any] = None) -> None:
+        # Not reached (__new__ refuses); kept for torch.fx's signature.
+        raise TypeError("fxcpp Nodes cannot be constructed directly")
 
     @property
     def stack_trace(self) -> Optional[str]:
@@ -158,8 +190,35 @@ class Node(_C.NodeBase):
             return normalize_module(root, self.target, self.args, self.kwargs)
         return None
 
-    def __getstate__(self):
-        raise TypeError("fxcpp Nodes cannot be pickled on their own; pickle the GraphModule instead")
+    @compatibility(is_backward_compatible=True)
+    def replace_all_uses_with(self, replace_with: 'Node',
+                              delete_user_cb: Callable[['Node'], bool] = lambda user: True) -> List['Node']:
+        """Replace every use of this node by ``replace_with`` (users for which ``delete_user_cb`` is true)."""
+        if delete_user_cb is _EVERY_USER:
+            return self._replace_all_uses_with(replace_with)
+        return self._replace_all_uses_with(replace_with, delete_user_cb)
+
+    def __reduce__(self):
+        # torch.fx pickles a lone node with its whole graph (through
+        # node.graph); so does fxcpp: the graph, and the node's position in it.
+        if self._erased:
+            raise RuntimeError(f"cannot pickle Node '{self.name}': it was erased from its graph")
+        for i, n in enumerate(self.graph.nodes):
+            if n is self:
+                return (_node_at, (self.graph, i))
+        raise RuntimeError(f"cannot pickle Node '{self.name}': it is not in its graph's node list")
+
+
+# replace_all_uses_with's default, recognized to skip calling it per user.
+_EVERY_USER = Node.replace_all_uses_with.__defaults__[0]
+
+
+def _node_at(graph, index):
+    """The node at ``index`` of an unpickled graph (a pickled lone Node)."""
+    for i, n in enumerate(graph.nodes):
+        if i == index:
+            return n
+    raise ValueError(f"corrupt pickled Node: its graph has no node {index}")
 
 
 @compatibility(is_backward_compatible=True)

@@ -288,6 +288,23 @@ extern const std::function<std::string(const Node*)>* g_codegen_node_repr;
 extern PyObject* g_helpers;  // dict name -> callable
 PyObject* helper(const char* name);  // borrowed; sets error if missing
 
+/// Py_EnterRecursiveCall for a scope (throws PythonError at the limit):
+/// recursive argument conversions use it so deep nesting raises RecursionError.
+struct RecursionGuard {
+  explicit RecursionGuard(const char* where) {
+    if (Py_EnterRecursiveCall(where)) throw PythonError();
+  }
+  ~RecursionGuard() { Py_LeaveRecursiveCall(); }
+  RecursionGuard(const RecursionGuard&) = delete;
+  RecursionGuard& operator=(const RecursionGuard&) = delete;
+};
+
+/// Parses METH_FASTCALL|METH_KEYWORDS arguments into `out[i]` by the names
+/// (null when not given); the first `required` are mandatory. False with a
+/// TypeError set on a bad call. No allocation: for hot methods.
+bool parse_fast(const char* fname, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                std::initializer_list<const char*> names, size_t required, PyObject** out);
+
 int init_node_type(PyObject* m);
 int init_graph_type(PyObject* m);
 /// Module functions of the Interpreter node loop (interpreter_bindings.cpp).

@@ -91,7 +91,8 @@ void graph_dealloc(PyObject* self) {
 
 Graph* graph_of(PyObject* self) { return as_pygraph(self)->graph; }
 
-// Parses METH_FASTCALL|METH_KEYWORDS arguments into `out` by name.
+}  // namespace
+
 bool parse_fast(const char* fname, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
                 std::initializer_list<const char*> names, size_t required, PyObject** out) {
   size_t n = names.size();
@@ -134,6 +135,8 @@ bool parse_fast(const char* fname, PyObject* const* args, Py_ssize_t nargs, PyOb
   }
   return true;
 }
+
+namespace {
 
 // ------------------------------------------------------------------ methods
 
@@ -234,7 +237,9 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
   return wrap_node(n);
 }
 
-PyObject* graph_erase_node(PyObject* self, PyObject* node) {
+PyObject* graph_erase_node(PyObject* self, PyObject* const* fargs, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* node;
+  if (!parse_fast("erase_node", fargs, nargs, kwnames, {"to_erase"}, 1, &node)) return nullptr;
   if (!is_node(node)) {
     PyErr_SetString(PyExc_TypeError, "erase_node expects a Node");
     return nullptr;
@@ -309,7 +314,7 @@ PyObject* graph_node_copy(PyObject* self, PyObject* args, PyObject* kw) {
   static const char* kwlist[] = {"node", "arg_transform", nullptr};
   PyObject* node;
   PyObject* fn = nullptr;  // not given: identity
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:node_copy", const_cast<char**>(kwlist), &node, &fn)) return nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:_node_copy", const_cast<char**>(kwlist), &node, &fn)) return nullptr;
   if (!is_node(node)) {
     PyErr_SetString(PyExc_TypeError, "node_copy expects a Node");
     return nullptr;
@@ -570,6 +575,210 @@ PyObject* graph_find_nodes(PyObject* self, PyObject* args, PyObject* kw) {
   return l.release();
 }
 
+// ------------------------------------------------------------------ pickling
+//
+// Note [Graph pickling]: torch.fx pickles a Graph as its __dict__, following
+// the node links recursively. fxcpp's package Graph pickles its Python
+// attributes plus one flat record per node, exported and imported here in a
+// single linear pass: (op, name, target, args, kwargs, type, meta, __dict__),
+// with every Node inside args/kwargs replaced by `_NodeRef(position)` (an int
+// subclass defined in fxcpp.graph). Meta and __dict__ are pickled as they are.
+
+// A node argument with nodes replaced by _NodeRef(position).
+PyObject* export_arg(const Argument& a, const std::unordered_map<const Node*, Py_ssize_t>& pos, PyObject* ref_cls) {
+  std::optional<RecursionGuard> guard;
+  if (a.kind() >= ArgKind::Tuple) guard.emplace(" while pickling a graph argument");
+  switch (a.kind()) {
+    case ArgKind::NodeRef: {
+      auto it = pos.find(a.as_node());
+      if (it == pos.end()) {
+        PyErr_Format(PyExc_RuntimeError, "cannot pickle a graph whose node uses '%s' of another graph",
+                     a.as_node()->name_c_str());
+        throw PythonError();
+      }
+      Ref i = owned(PyLong_FromSsize_t(it->second));
+      return check(PyObject_CallOneArg(ref_cls, i.get()));
+    }
+    case ArgKind::Tuple: {
+      Ref t = owned(PyTuple_New(static_cast<Py_ssize_t>(a.items().size())));
+      for (size_t i = 0; i < a.items().size(); ++i)
+        PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(i), export_arg(a.items()[i], pos, ref_cls));
+      if (a.tuple_type()) return check(PyObject_CallObject(obj_ptr(a.tuple_type()), t.get()));
+      return t.release();
+    }
+    case ArgKind::List: {
+      Ref l = owned(PyList_New(static_cast<Py_ssize_t>(a.items().size())));
+      for (size_t i = 0; i < a.items().size(); ++i)
+        PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i), export_arg(a.items()[i], pos, ref_cls));
+      return l.release();
+    }
+    case ArgKind::Dict: {
+      Ref d = owned(PyDict_New());
+      for (auto& kv : a.pairs()) {
+        Ref k = Ref::steal(from_arg(kv.first));
+        Ref v = Ref::steal(export_arg(kv.second, pos, ref_cls));
+        check(PyDict_SetItem(d.get(), k.get(), v.get()));
+      }
+      return d.release();
+    }
+    case ArgKind::Slice: {
+      Ref s = Ref::steal(export_arg(a.slice_start(), pos, ref_cls));
+      Ref e = Ref::steal(export_arg(a.slice_stop(), pos, ref_cls));
+      Ref st = Ref::steal(export_arg(a.slice_step(), pos, ref_cls));
+      return check(PySlice_New(s.get(), e.get(), st.get()));
+    }
+    default: return from_arg(a);
+  }
+}
+
+// The inverse of export_arg: _NodeRef(i) becomes nodes[i].
+Argument import_arg(PyObject* o, const std::vector<Node*>& nodes, PyObject* ref_cls) {
+  PyTypeObject* t = Py_TYPE(o);
+  if (reinterpret_cast<PyObject*>(t) == ref_cls) {
+    Py_ssize_t i = PyLong_AsSsize_t(o);
+    if (i == -1 && PyErr_Occurred()) throw PythonError();
+    if (i < 0 || static_cast<size_t>(i) >= nodes.size()) {
+      PyErr_Format(PyExc_ValueError, "corrupt pickled graph: node reference %zd is not an earlier node", i);
+      throw PythonError();
+    }
+    return Argument::node(nodes[static_cast<size_t>(i)]);
+  }
+  if (!(PyTuple_Check(o) || PyList_Check(o) || PyDict_Check(o) || PySlice_Check(o))) return to_arg(o);
+  RecursionGuard guard(" while unpickling a graph argument");
+  if (PyTuple_Check(o)) {
+    std::vector<Argument> items;
+    items.reserve(static_cast<size_t>(PyTuple_GET_SIZE(o)));
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) items.push_back(import_arg(PyTuple_GET_ITEM(o, i), nodes, ref_cls));
+    if (t != &PyTuple_Type && PyObject_HasAttrString(reinterpret_cast<PyObject*>(t), "_fields"))
+      return Argument::tuple(std::move(items), borrow_obj(reinterpret_cast<PyObject*>(t)));
+    return Argument::tuple(std::move(items));
+  }
+  if (PyList_Check(o)) {
+    std::vector<Argument> items;
+    items.reserve(static_cast<size_t>(PyList_GET_SIZE(o)));
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); ++i) items.push_back(import_arg(PyList_GET_ITEM(o, i), nodes, ref_cls));
+    return Argument::list(std::move(items));
+  }
+  if (PyDict_Check(o)) {
+    ArgPairs pairs;
+    Py_ssize_t p = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(o, &p, &k, &v)) pairs.emplace_back(to_arg(k), import_arg(v, nodes, ref_cls));
+    return Argument::dict(std::move(pairs));
+  }
+  auto* sl = reinterpret_cast<PySliceObject*>(o);
+  Argument start = import_arg(sl->start, nodes, ref_cls);
+  Argument stop = import_arg(sl->stop, nodes, ref_cls);
+  Argument step = import_arg(sl->step, nodes, ref_cls);
+  return Argument::slice(std::move(start), std::move(stop), std::move(step));
+}
+
+// _export_nodes() -> (records, insert_position, insert_after): see Note [Graph pickling].
+// insert_position is -1 for the root.
+PyObject* graph_export_nodes(PyObject* self, PyObject*) {
+  Graph* g = graph_of(self);
+  PyObject* ref_cls = check(helper("_NodeRef"));
+  std::unordered_map<const Node*, Py_ssize_t> pos;
+  pos.reserve(g->size());
+  Ref records = owned(PyList_New(0));
+  Py_ssize_t i = 0;
+  for (Node* n : g->nodes()) {
+    Ref args = owned(PyTuple_New(static_cast<Py_ssize_t>(n->args().size())));
+    for (size_t k = 0; k < n->args().size(); ++k)
+      PyTuple_SET_ITEM(args.get(), static_cast<Py_ssize_t>(k), export_arg(n->args()[k], pos, ref_cls));
+    Ref kwargs = owned(PyDict_New());
+    for (auto& kv : n->kwargs()) {
+      Ref v = Ref::steal(export_arg(kv.second, pos, ref_cls));
+      check(PyDict_SetItemString(kwargs.get(), kv.first.c_str(), v.get()));
+    }
+    // Nodes without a Python wrapper have no meta or attributes: none is made.
+    PyNode* p = n->binding() ? pynode_of(n->binding()) : nullptr;
+    Ref op = owned(PyUnicode_FromString(op_name(n->op())));
+    Ref name = owned(PyUnicode_FromStringAndSize(n->name().data(), static_cast<Py_ssize_t>(n->name().size())));
+    const Target& t = n->target();
+    Ref target = t.fn() ? Ref::borrow(obj_ptr(t.fn()))
+                        : owned(PyUnicode_FromStringAndSize(t.str().data(), static_cast<Py_ssize_t>(t.str().size())));
+    PyObject* type = n->type() ? obj_ptr(n->type()) : Py_None;
+    PyObject* meta = p && p->meta && PyDict_GET_SIZE(p->meta) ? p->meta : Py_None;
+    PyObject* dict = p && p->dict && PyDict_GET_SIZE(p->dict) ? p->dict : Py_None;
+    Ref rec = owned(PyTuple_Pack(8, op.get(), name.get(), target.get(), args.get(), kwargs.get(), type, meta, dict));
+    check(PyList_Append(records.get(), rec.get()));
+    pos.emplace(n, i++);
+  }
+  Py_ssize_t anchor = -1;
+  if (g->insert_anchor() != g->root()) {
+    auto it = pos.find(g->insert_anchor());
+    if (it != pos.end()) anchor = it->second;
+  }
+  return Py_BuildValue("(NnO)", records.release(), anchor, g->insert_after() ? Py_True : Py_False);
+}
+
+// _import_nodes(records, insert_position, insert_after): appends the exported
+// nodes to this (empty) graph, in one pass. Returns None.
+PyObject* graph_import_nodes(PyObject* self, PyObject* args) {
+  PyObject* records;
+  Py_ssize_t anchor;
+  int after;
+  if (!PyArg_ParseTuple(args, "O!np:_import_nodes", &PyList_Type, &records, &anchor, &after)) return nullptr;
+  Graph* g = graph_of(self);
+  if (g->size() != 0) {
+    PyErr_SetString(PyExc_RuntimeError, "_import_nodes: the graph is not empty");
+    return nullptr;
+  }
+  PyObject* ref_cls = check(helper("_NodeRef"));
+  std::vector<Node*> nodes;
+  nodes.reserve(static_cast<size_t>(PyList_GET_SIZE(records)));
+  g->names().reserve(static_cast<size_t>(PyList_GET_SIZE(records)));
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); ++i) {
+    PyObject *op_o, *name_o, *target, *a, *kw, *type, *meta, *dict;
+    if (!PyArg_ParseTuple(PyList_GET_ITEM(records, i), "UUOO!O!OOO:_import_nodes", &op_o, &name_o, &target,
+                          &PyTuple_Type, &a, &PyDict_Type, &kw, &type, &meta, &dict))
+      return nullptr;
+    std::optional<Op> op = parse_op(utf8(op_o, "pickled op"));
+    if (!op || *op == Op::Root) {
+      PyErr_SetString(PyExc_ValueError, "corrupt pickled graph: bad opcode");
+      return nullptr;
+    }
+    std::vector<Argument> av;
+    av.reserve(static_cast<size_t>(PyTuple_GET_SIZE(a)));
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(a); ++k) av.push_back(import_arg(PyTuple_GET_ITEM(a, k), nodes, ref_cls));
+    KwArgs kv;
+    Py_ssize_t p = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(kw, &p, &k, &v)) kv.emplace_back(utf8(k, "pickled kwargs key"), import_arg(v, nodes, ref_cls));
+    std::string name = utf8_string(name_o, "pickled node name");
+    Object ty = type != Py_None ? borrow_obj(type) : Object();
+    Node* n = g->create_node(*op, to_target(target, target_what(*op)), std::move(av), std::move(kv), name, std::move(ty));
+    if (n->name() != name) n->set_name(name);  // a name set through Node.name need not be in normal form
+    nodes.push_back(n);
+    if (meta != Py_None || dict != Py_None) {
+      Ref w = Ref::steal(wrap_node(n));
+      auto* pn = reinterpret_cast<PyNode*>(w.get());
+      if (meta != Py_None) {
+        if (!PyDict_Check(meta)) {
+          PyErr_SetString(PyExc_TypeError, "corrupt pickled graph: node meta is not a dict");
+          return nullptr;
+        }
+        Py_INCREF(meta);
+        Py_XSETREF(pn->meta, meta);
+      }
+      if (dict != Py_None) {
+        if (!PyDict_Check(dict)) {
+          PyErr_SetString(PyExc_TypeError, "corrupt pickled graph: node __dict__ is not a dict");
+          return nullptr;
+        }
+        Py_INCREF(dict);
+        Py_XSETREF(pn->dict, dict);
+      }
+    }
+  }
+  if (anchor >= 0 && static_cast<size_t>(anchor) < nodes.size())
+    g->set_insert_point(nodes[static_cast<size_t>(anchor)], after != 0);
+  else
+    g->set_insert_point(g->root(), after != 0);
+  Py_RETURN_NONE;
+}
+
 PyObject* get_nodes(PyObject* self, void*) { return node_list_of(self); }
 PyObject* get_len(PyObject* self, void*) { return PyLong_FromSize_t(graph_of(self)->size()); }
 PyObject* get_root(PyObject* self, void*) { return wrap_node(graph_of(self)->root()); }
@@ -581,19 +790,29 @@ PyGetSetDef graph_getset[] = {
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyMethodDef graph_methods[] = {
+    // Docstrings open with a text signature (inspect.signature), torch.fx's parameters.
     def<graph_create_node>("create_node", METH_FASTCALL | METH_KEYWORDS,
-                           "create_node(op, target, args=None, kwargs=None, name=None, type_expr=None)"),
-    def<graph_erase_node>("erase_node", METH_O, "Erase a node without users."),
+                           "create_node($self, op, target, args=None, kwargs=None, name=None, type_expr=None)\n--\n\n"
+                           "Create a Node and insert it at the current insertion point."),
+    def<graph_erase_node>("erase_node", METH_FASTCALL | METH_KEYWORDS,
+                          "erase_node($self, to_erase)\n--\n\nErase a node without users."),
     def<graph_target_to_str>("_target_to_str", METH_O, "The default node name for a target."),
     def<graph_set_insert_point>("_set_insert_point", METH_VARARGS),
     def<graph_insert_point>("_insert_point", METH_NOARGS),
-    def<graph_node_copy>("node_copy", METH_VARARGS | METH_KEYWORDS, "Copy a node into this graph."),
-    def<graph_graph_copy>("graph_copy", METH_VARARGS | METH_KEYWORDS, "Copy all nodes of g into this graph."),
+    def<graph_node_copy>("_node_copy", METH_VARARGS | METH_KEYWORDS,
+                         "_node_copy($self, node, arg_transform=<identity>, /)\n--\n\n"
+                         "Copy a node into this graph (Graph.node_copy without its default)."),
+    def<graph_graph_copy>("graph_copy", METH_VARARGS | METH_KEYWORDS,
+                          "graph_copy($self, g, val_map, return_output_node=False)\n--\n\n"
+                          "Copy all nodes of g into this graph."),
     def<graph_lint_core>("_lint_core", METH_NOARGS),
     def<graph_dce>("_dce_core", METH_NOARGS),
     def<graph_python_code>("_python_code", METH_VARARGS),
+    def<graph_export_nodes>("_export_nodes", METH_NOARGS, "Flat node records for pickling (Note [Graph pickling])."),
+    def<graph_import_nodes>("_import_nodes", METH_VARARGS, "Rebuild nodes from _export_nodes() records."),
     def<graph_find_nodes>("find_nodes", METH_VARARGS | METH_KEYWORDS,
-                          "find_nodes(*, op, target=None, sort=True): nodes by op (and target)."),
+                          "find_nodes($self, /, *, op, target=None, sort=True)\n--\n\n"
+                          "Nodes by op (and target)."),
     kEndOfMethods};
 
 PyType_Slot graph_slots[] = {{Py_tp_new, reinterpret_cast<void*>(guard<graph_new>)},

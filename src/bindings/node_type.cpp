@@ -437,7 +437,9 @@ bool same_graph_or_fail(Node* a, PyObject* xo, Node** out) {
   return true;
 }
 
-PyObject* node_prepend(PyObject* self, PyObject* xo) {
+PyObject* node_prepend(PyObject* self, PyObject* const* fargs, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* xo;
+  if (!parse_fast("prepend", fargs, nargs, kwnames, {"x"}, 1, &xo)) return nullptr;
   Node* n = live_node(self);
   Node* x;
   if (!n || !same_graph_or_fail(n, xo, &x)) return nullptr;
@@ -451,7 +453,9 @@ PyObject* node_prepend(PyObject* self, PyObject* xo) {
   Py_RETURN_NONE;
 }
 
-PyObject* node_append(PyObject* self, PyObject* xo) {
+PyObject* node_append(PyObject* self, PyObject* const* fargs, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* xo;
+  if (!parse_fast("append", fargs, nargs, kwnames, {"x"}, 1, &xo)) return nullptr;
   Node* n = live_node(self);
   Node* x;
   if (!n || !same_graph_or_fail(n, xo, &x)) return nullptr;
@@ -470,7 +474,7 @@ PyObject* node_replace_all_uses_with(PyObject* self, PyObject* args, PyObject* k
   static const char* kwlist[] = {"replace_with", "delete_user_cb", nullptr};
   PyObject* with = nullptr;
   PyObject* cb = nullptr;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:replace_all_uses_with", const_cast<char**>(kwlist), &with, &cb))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:_replace_all_uses_with", const_cast<char**>(kwlist), &with, &cb))
     return nullptr;
   Node* n = live_node(self);
   if (!n) return nullptr;
@@ -492,9 +496,10 @@ PyObject* node_replace_all_uses_with(PyObject* self, PyObject* args, PyObject* k
   return l.release();
 }
 
-PyObject* node_replace_input_with(PyObject* self, PyObject* args) {
-  PyObject *old_in, *new_in;
-  if (!PyArg_ParseTuple(args, "OO:replace_input_with", &old_in, &new_in)) return nullptr;
+PyObject* node_replace_input_with(PyObject* self, PyObject* const* fargs, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* a[2];
+  if (!parse_fast("replace_input_with", fargs, nargs, kwnames, {"old_input", "new_input"}, 2, a)) return nullptr;
+  PyObject *old_in = a[0], *new_in = a[1];
   Node* n = live_node(self);
   if (!n) return nullptr;
   // torch.fx compares with ==; a non-Node (or a destroyed one) never matches, but the
@@ -508,10 +513,10 @@ PyObject* node_replace_input_with(PyObject* self, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-PyObject* node_update_arg(PyObject* self, PyObject* args) {
-  PyObject* idx_obj;
-  PyObject* v;
-  if (!PyArg_ParseTuple(args, "OO:update_arg", &idx_obj, &v)) return nullptr;
+PyObject* node_update_arg(PyObject* self, PyObject* const* fargs, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* a[2];
+  if (!parse_fast("update_arg", fargs, nargs, kwnames, {"idx", "arg"}, 2, a)) return nullptr;
+  PyObject *idx_obj = a[0], *v = a[1];
   // As list indexing in torch.fx's `args[idx] = arg`: an index too large is an IndexError.
   Py_ssize_t idx = PyNumber_AsSsize_t(idx_obj, PyExc_IndexError);
   if (idx == -1 && PyErr_Occurred()) return nullptr;
@@ -527,10 +532,10 @@ PyObject* node_update_arg(PyObject* self, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-PyObject* node_update_kwarg(PyObject* self, PyObject* args) {
-  PyObject* key;
-  PyObject* v;
-  if (!PyArg_ParseTuple(args, "OO:update_kwarg", &key, &v)) return nullptr;
+PyObject* node_update_kwarg(PyObject* self, PyObject* const* fargs, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* a[2];
+  if (!parse_fast("update_kwarg", fargs, nargs, kwnames, {"key", "arg"}, 2, a)) return nullptr;
+  PyObject *key = a[0], *v = a[1];
   Node* n = live_node(self);
   if (!n) return nullptr;
   n->update_kwarg(utf8_string(key, "update_kwarg key"), to_arg(v));
@@ -573,14 +578,24 @@ PyObject* node_is_impure(PyObject* self, PyObject*) {
 }
 
 PyMethodDef node_methods[] = {
-    def<node_prepend>("prepend", METH_O, "Insert x before this node (moving it)."),
-    def<node_append>("append", METH_O, "Insert x after this node (moving it)."),
-    def<node_replace_all_uses_with>("replace_all_uses_with", METH_VARARGS | METH_KEYWORDS,
-                                    "Replace all uses of this node; returns the changed users."),
-    def<node_replace_input_with>("replace_input_with", METH_VARARGS, "Replace old_input by new_input in args/kwargs."),
-    def<node_update_arg>("update_arg", METH_VARARGS, "args[idx] = arg"),
-    def<node_update_kwarg>("update_kwarg", METH_VARARGS, "kwargs[key] = arg"),
-    def<node_format_node>("format_node", METH_VARARGS | METH_KEYWORDS, "One line of str(graph)."),
+    // Docstrings open with a text signature (inspect.signature), torch.fx's parameters.
+    def<node_prepend>("prepend", METH_FASTCALL | METH_KEYWORDS,
+                      "prepend($self, x)\n--\n\nInsert x before this node (moving it)."),
+    def<node_append>("append", METH_FASTCALL | METH_KEYWORDS,
+                     "append($self, x)\n--\n\nInsert x after this node (moving it)."),
+    def<node_replace_all_uses_with>("_replace_all_uses_with", METH_VARARGS | METH_KEYWORDS,
+                                    "_replace_all_uses_with($self, replace_with, delete_user_cb=None, /)\n--\n\n"
+                                    "Node.replace_all_uses_with without its default (None: every user)."),
+    def<node_replace_input_with>("replace_input_with", METH_FASTCALL | METH_KEYWORDS,
+                                 "replace_input_with($self, old_input, new_input)\n--\n\n"
+                                 "Replace old_input by new_input in args/kwargs."),
+    def<node_update_arg>("update_arg", METH_FASTCALL | METH_KEYWORDS,
+                         "update_arg($self, idx, arg)\n--\n\nargs[idx] = arg"),
+    def<node_update_kwarg>("update_kwarg", METH_FASTCALL | METH_KEYWORDS,
+                           "update_kwarg($self, key, arg)\n--\n\nkwargs[key] = arg"),
+    def<node_format_node>("format_node", METH_VARARGS | METH_KEYWORDS,
+                          "format_node($self, placeholder_names=None, maybe_return_typename=None)\n--\n\n"
+                          "One line of str(graph)."),
     def<node_is_impure>("_is_impure", METH_NOARGS,
                         "The core's impurity decision (Node::is_impure); call_module nodes ask the owning module."),
     kEndOfMethods};

@@ -228,18 +228,10 @@ void clear_object_caches() { g_iface.clear(); }
 
 // ------------------------------------------------------------ conversions
 
-namespace {
-// Bounds the nesting of converted containers by Python's recursion limit
-// (torch.fx's map_aggregate raises RecursionError on self-containing lists;
-// so do we, instead of overflowing the C stack). The core's recursive walks
-// over argument trees are bounded by the same depth.
-struct RecursionGuard {
-  explicit RecursionGuard(const char* where) {
-    if (Py_EnterRecursiveCall(where)) throw PythonError();
-  }
-  ~RecursionGuard() { Py_LeaveRecursiveCall(); }
-};
-}  // namespace
+// RecursionGuard (bindings.h) bounds the nesting of converted containers by
+// Python's recursion limit (torch.fx's map_aggregate raises RecursionError on
+// self-containing lists; so do we, instead of overflowing the C stack). The
+// core's recursive walks over argument trees are bounded by the same depth.
 
 Argument to_arg(PyObject* o, bool* canonical) {
   if (o == Py_None) return Argument();

@@ -790,11 +790,12 @@ def test_non_ascii_text_follows_python(text):
     _check(f'non-ASCII {text!a}', call)
 
 
-def test_node_pickling_is_refused():
+def test_node_pickles_with_its_graph():
+    # As torch.fx: a lone node pickles its whole graph (test_api_surface.py compares with torch.fx).
     g = fx.Graph()
     x = g.placeholder('x')
-    with pytest.raises(TypeError, match='pickled'):
-        pickle.dumps(x)
+    x2 = pickle.loads(pickle.dumps(x))
+    assert x2 is not x and x2.name == 'x' and str(x2.graph) == str(g)
 
 
 # ---------------------------------------------------------------------------
