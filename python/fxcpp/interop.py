@@ -208,15 +208,16 @@ def _convert_gm(gm, src: _Lib, dst: _Lib):
 
 
 def _kind(obj):
-    if isinstance(obj, torch.fx.GraphModule):
-        return 'torch', 'gm'
-    if isinstance(obj, torch.fx.Graph):
-        return 'torch', 'graph'
+    # fxcpp first: fxcpp.Graph subclasses torch.fx.Graph
     f = _fxcpp_lib()
     if isinstance(obj, f.GraphModule):
         return 'fxcpp', 'gm'
     if isinstance(obj, f.Graph):
         return 'fxcpp', 'graph'
+    if isinstance(obj, torch.fx.GraphModule):
+        return 'torch', 'gm'
+    if isinstance(obj, torch.fx.Graph):
+        return 'torch', 'graph'
     raise TypeError(f"expected a Graph or GraphModule of torch.fx or fxcpp, got {type(obj).__name__}")
 
 
