@@ -7,7 +7,9 @@ the wanted library are returned unchanged.
 What is preserved (see "Interop with torch.fx" in docs/design.md):
 
 * node order, names (exactly, even names the namespace would not generate,
-  such as ``input`` or ``x_01``), opcodes, targets, ``type`` annotations;
+  such as ``input`` or ``x_01``), opcodes, targets, ``type`` annotations.
+  The new graph's namespace holds the node names, as after torch.fx's
+  ``deepcopy``: names only erased nodes had may be handed out again;
 * ``args``/``kwargs`` structure: tuples (named tuples keep their class),
   lists, dicts, slices; the source library's ``immutable_list`` /
   ``immutable_dict`` become the target library's;
@@ -27,6 +29,11 @@ What is preserved (see "Interop with torch.fx" in docs/design.md):
   ``code`` is the same text.
 
 Cost: linear in the number of nodes plus the size of their arguments.
+
+Both libraries' objects also mix directly: ``fxcpp.GraphModule(root, g)``
+converts a torch.fx ``g``, and ``fxcpp.Graph``/``fxcpp.Node`` subclass
+``torch.fx.Graph``/``torch.fx.Node`` so that torch.fx code accepts them
+(``torch.fx.GraphModule(root, fxcpp_graph)``, ``split_module``, ``map_arg``).
 """
 from typing import Any, Callable, Dict
 
@@ -161,15 +168,6 @@ def _convert_tracer_cls(cls, src: _Lib, dst: _Lib):
     return None  # a tracer of the other library cannot re-trace for this one
 
 
-def _reserve(dst: _Lib, graph, node, name: str) -> None:
-    """Give ``node`` exactly ``name`` (create_node normalised it away)."""
-    node.name = name
-    ns = getattr(graph, '_graph_namespace', None)
-    if ns is not None:  # torch.fx: keep the namespace consistent
-        ns._used_names.setdefault(name, 0)
-        ns._obj_to_name[node] = name
-
-
 def _convert_graph(g, src: _Lib, dst: _Lib, env=None):
     out = dst.Graph(tracer_cls=_convert_tracer_cls(g._tracer_cls, src, dst),
                     tracer_extras=g._tracer_extras)
@@ -181,7 +179,10 @@ def _convert_graph(g, src: _Lib, dst: _Lib, env=None):
         name = n.name
         new = create(n.op, n.target, m(n.args), m(n.kwargs), name, n.type)
         if new.name != name:
-            _reserve(dst, out, new, name)
+            # a name create_name never hands out (builtin, keyword, illegal
+            # characters, zero-padded counter: set through ``node.name``); it
+            # cannot collide with a later generated name either
+            new.name = name
         new.meta = n.meta
         env[n] = new
     return out
