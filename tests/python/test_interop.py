@@ -417,3 +417,41 @@ def test_deepcopy_of_converted():
     assert c.code == gm.code
     out, ref = c(*inputs()), gm(*inputs())
     assert torch.equal(out[0], ref[0])
+
+
+def test_fxcpp_annotate_under_torch_fx_tracing():
+    from fxcpp.annotate import annotate
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return annotate(x + 1, torch.Tensor) * 2
+
+    t = tfx.symbolic_trace(M())
+    f = fx.symbolic_trace(M())
+    assert [n.type for n in t.graph.nodes] == [n.type for n in f.graph.nodes]
+    assert list(t.graph.nodes)[1].type is torch.Tensor
+    assert t.code == f.code
+
+
+class _Unhashable:
+    __hash__ = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize('make_type', [lambda: __import__('torch.fx.tensor_type').fx.tensor_type.Dyn,
+                                       lambda: __import__('torch.fx.tensor_type').fx.tensor_type.TensorType(
+                                           (2, __import__('torch.fx.tensor_type').fx.tensor_type.Dyn)),
+                                       _Unhashable],
+                         ids=['Dyn', 'TensorType_Dyn', 'unhashable'])
+def test_unhashable_annotation_like_torch_fx(make_type):
+    # torch objects (the gradual type checker's Dyn, annotated through
+    # torch.fx.annotate) are named by qualified name without being hashed;
+    # other unhashable annotations raise TypeError in both libraries
+    results = []
+    for lib in (tfx, fx):
+        g = lib.Graph()
+        g.output(g.placeholder('x', type_expr=make_type()))
+        try:
+            results.append(g.python_code('self').src)
+        except TypeError as e:
+            results.append(('TypeError', str(e)))
+    assert results[0] == results[1]
