@@ -2,6 +2,7 @@
 import torch.fx
 
 from ._compatibility import compatibility
+from .proxy import Proxy  # noqa: F401  (torch.fx.annotate has the name too)
 
 
 @compatibility(is_backward_compatible=False)
