@@ -8,6 +8,7 @@ from ._symbolic_trace import symbolic_trace, Tracer, wrap, PH, ProxyableClassMet
 from .graph import Graph, CodeGen
 from .node import Node, map_arg
 from .proxy import Proxy
+from .interop import from_torch_fx, to_torch_fx
 
 from . import graph as _graph
 _graph._install_helpers()

@@ -1,12 +1,16 @@
 """``annotate`` helper (mirrors ``torch.fx.annotate``)."""
+import torch.fx
+
 from ._compatibility import compatibility
-from .proxy import Proxy
+from .proxy import Proxy  # noqa: F401  (torch.fx.annotate has the name too)
 
 
 @compatibility(is_backward_compatible=False)
 def annotate(val, type):
-    # Only Proxies (i.e. values seen while tracing) get annotated; others pass through.
-    if not isinstance(val, Proxy):
+    # Only Proxies (i.e. values seen while tracing) get annotated; others pass
+    # through. fxcpp's Proxy subclasses torch.fx's, and a torch.fx Proxy (a
+    # model traced by torch.fx calling fxcpp.annotate) is annotated as well.
+    if not isinstance(val, torch.fx.Proxy):
         return val
     node = val.node
     if node.type:

@@ -17,6 +17,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, NamedTu
                     Type)
 
 import torch
+import torch.fx
 import torch.utils._pytree as pytree
 
 from . import _C
@@ -213,8 +214,10 @@ def _get_attr_reference_exists(mod: torch.nn.Module, qualified_name: str) -> boo
     return (isinstance(res, (torch.nn.Module, torch.nn.Parameter)) or name in submod._buffers)
 
 
+# torch.fx.Graph as a (layout-free) second base: torch.fx.GraphModule(root, g)
+# and torch.fx passes accept fxcpp graphs; every member is fxcpp's own.
 @compatibility(is_backward_compatible=True)
-class Graph(_C.GraphBase):
+class Graph(_C.GraphBase, torch.fx.Graph):
     """The main data structure of the intermediate representation (see torch.fx.Graph).
 
     Nodes live in a C++ intrusive list; ``graph.nodes`` iterates them (also

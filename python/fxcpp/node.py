@@ -10,6 +10,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 import torch
+import torch.fx
 
 from . import _C
 from ._compatibility import compatibility
@@ -127,8 +128,10 @@ def _bad_target(graph, name, target, wanted_callable):
 _OPCODES = ('placeholder', 'call_method', 'call_module', 'call_function', 'get_attr', 'output', 'root')
 
 
+# torch.fx.Node as a (layout-free) second base: torch.fx code's isinstance checks
+# (map_arg, split_module, ...) accept fxcpp nodes; every member is fxcpp's own.
 @compatibility(is_backward_compatible=True)
-class Node(_C.NodeBase):
+class Node(_C.NodeBase, torch.fx.Node):
     """A node of an fxcpp :class:`Graph` (see torch.fx.Node).
 
     Instances are created by :meth:`Graph.create_node`; each core node has

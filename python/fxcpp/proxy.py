@@ -426,8 +426,12 @@ def _find_tracer(cls, args, kwargs):
     return tracers
 
 
+# Subclass of torch.fx.Proxy so that torch.fx-aware code (``torch.fx.annotate``,
+# ``isinstance(x, torch.fx.Proxy)`` checks in libraries) treats fxcpp's proxies
+# as FX proxies.  Every attribute torch.fx.Proxy defines is overridden here, so
+# only ``isinstance`` changes; lookups hit the type attribute cache as before.
 @compatibility(is_backward_compatible=True)
-class Proxy:
+class Proxy(_torch_fx_proxy.Proxy):
     """
     Stand-in for a ``Node`` during symbolic tracing: every operation applied to
     it (torch functions, methods, operators) is recorded in the graph. Can also

@@ -162,8 +162,9 @@ class PyInterface final : public ObjectInterface {
     if (!origin) {
       PyErr_Clear();
       std::string hint = type_repr(p);
-      // torch.fx's add_global keys its namespace by the object: an unhashable one raises TypeError.
-      if (PyObject_Hash(o) == -1) throw PythonError();
+      // torch.fx's add_global keys its namespace by the object: an unhashable one raises TypeError,
+      // unless it is a torch object, named by its qualified reference first (e.g. tensor_type.Dyn).
+      if (qualified_reference(p).empty() && PyObject_Hash(o) == -1) throw PythonError();
       return add_global(hint, Object::borrow(this, p));
     }
     PyObject* mapper = check(helper("_origin_type"));
