@@ -9,6 +9,7 @@
 #                               (~30 minutes)
 #   UPSTREAM_PYTEST_ARGS        extra pytest arguments for both sides, split on whitespace (-x)
 #   FXCPP_UPSTREAM_STRICT=1     exit non-zero when a test passes on torch.fx but not on fxcpp
+#   FXCPP_UPSTREAM_OPTIONAL=1   exit 0 with a message when the sources cannot be fetched
 #
 # Everything downloaded or generated lives in .upstream/ (git-ignored):
 #   src/ the pristine tests, fxcpp-test/ the rewrite, rewrite.log, lib/libtorchbind_test.so,
@@ -22,7 +23,15 @@ SITE="$ROOT/tests/upstream/site"
 SELECTION="${UPSTREAM_SELECTION:-default}"
 start=$(date +%s)
 
-"$ROOT/scripts/upstream/fetch.sh"
+# In `make test` (FXCPP_UPSTREAM_OPTIONAL=1) an unreachable Debian mirror skips the comparison
+# with a message instead of failing the whole test run; `make test-upstream` alone fails.
+if ! "$ROOT/scripts/upstream/fetch.sh"; then
+  if [ "${FXCPP_UPSTREAM_OPTIONAL:-0}" = 1 ]; then
+    echo "upstream: SKIPPED: could not fetch Debian's pytorch source package (see above)" >&2
+    exit 0
+  fi
+  exit 1
+fi
 export FXCPP_TORCHBIND_LIB="$("$ROOT/scripts/upstream/build_torchbind.sh")"
 
 # The harness's own tests first: the expecttest stand-in must fail on a mismatch, the rewrite
