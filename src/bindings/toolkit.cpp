@@ -3,15 +3,26 @@
 
 namespace fxcpp::py {
 
+namespace {
+// The one call of PyUnicode_AsUTF8AndSize: true with `*out` set, or false
+// with the Python error (usually UnicodeEncodeError) set for the caller.
+bool encode_utf8(PyObject* s, std::string_view* out) {
+  Py_ssize_t n = 0;
+  const char* c = PyUnicode_AsUTF8AndSize(s, &n);
+  if (!c) return false;
+  *out = std::string_view(c, static_cast<size_t>(n));
+  return true;
+}
+}  // namespace
+
 std::string_view utf8(PyObject* s, const char* what) {
   if (!s) throw PythonError();
   if (!PyUnicode_Check(s)) {
     PyErr_Format(PyExc_TypeError, "%s must be str, not %.200s", what, Py_TYPE(s)->tp_name);
     throw PythonError();
   }
-  Py_ssize_t n = 0;
-  const char* c = PyUnicode_AsUTF8AndSize(s, &n);
-  if (c) return std::string_view(c, static_cast<size_t>(n));
+  std::string_view text;
+  if (encode_utf8(s, &text)) return text;
   if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) throw PythonError();
   // Re-raise the codec's error with the argument named in its reason, keeping
   // the position and character information a user needs to find it.
@@ -34,12 +45,7 @@ std::string_view utf8(PyObject* s, const char* what) {
 }
 
 bool utf8_if_encodable(PyObject* s, std::string_view* out) {
-  Py_ssize_t n = 0;
-  const char* c = PyUnicode_AsUTF8AndSize(s, &n);
-  if (c) {
-    *out = std::string_view(c, static_cast<size_t>(n));
-    return true;
-  }
+  if (encode_utf8(s, out)) return true;
   if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) throw PythonError();
   PyErr_Clear();
   return false;
