@@ -1,0 +1,98 @@
+// fxcpp torch layer: loading and running graphs with LibTorch, no Python.
+//
+//   auto m = fxcpp::torch::load("model.fxpt");
+//   c10::IValue y = m.forward({x});
+//
+// Note [Runtime plan]
+// ~~~~~~~~~~~~~~~~~~~
+// Module compiles its graph once into a flat plan: one instruction per
+// call_function node, each with its operator handle (or primitive), its
+// operands and the value slots it frees. Operands were converted to the
+// schema's types at compile time: constants become ready IValues, get_attr
+// nodes become the module's own tensors (shared, never copied), node
+// references become slot indices, and lists that mix both are built from a
+// recipe. forward() is a loop over that plan: push operands, one boxed
+// dispatcher call, store the returns in the node's slot, drop the slots whose
+// last reader just ran (the core's last_uses pass). Frames (the slot arrays)
+// are pooled, so a forward allocates nothing per node beyond what the kernels
+// allocate; concurrent forwards from several threads each take their own
+// frame. forward() runs under c10::InferenceMode: its results are inference
+// tensors, as under torch.inference_mode().
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fxcpp/core/graph.h"
+#include "fxcpp/torch/ops.h"
+
+namespace fxcpp::torch {
+
+/// A named tensor the graph reads with get_attr.
+struct NamedTensor {
+  std::string name;  ///< qualified attribute name ("layer1.0.conv1.weight")
+  enum class Kind : uint8_t { Parameter, Buffer, Constant } kind = Kind::Constant;
+  at::Tensor tensor;
+};
+
+class Plan;
+
+/// A graph plus the tensors it reads, compiled for execution. Movable, not
+/// copyable. forward() is thread-safe (it does not change the Module).
+class Module {
+ public:
+  /// Compiles `graph` (ops made with aten_op()/primitive(), get_attr targets
+  /// naming entries of `tensors`). Throws FormatError naming the node for a
+  /// target the runtime cannot run or arguments that do not fit the schema.
+  /// O(nodes + argument size).
+  Module(std::unique_ptr<Graph> graph, std::vector<NamedTensor> tensors);
+  Module(Module&&) noexcept;
+  Module& operator=(Module&&) noexcept;
+  ~Module();
+
+  /// Runs the graph. `inputs` are the placeholders' values in order (a
+  /// placeholder with a default may be left out). Throws InputError naming
+  /// the input for a wrong count or a non-tensor where the graph recorded a
+  /// tensor, and Error naming the node when a kernel fails.
+  c10::IValue forward(std::vector<c10::IValue> inputs) const;
+
+  /// The graph, for inspection. Editing it does not change the compiled plan:
+  /// build a new Module from an edited clone (graph().clone()).
+  const Graph& graph() const { return *graph_; }
+  /// The tensors, in file order; they share storage with the module.
+  const std::vector<NamedTensor>& named_tensors() const { return tensors_; }
+  /// The tensor called `name`, or null.
+  const at::Tensor* find_tensor(const std::string& name) const;
+  /// Placeholder names, in order.
+  std::vector<std::string> input_names() const;
+  /// Number of instructions in the plan (call_function nodes).
+  size_t num_instructions() const;
+
+ private:
+  std::unique_ptr<Graph> graph_;
+  std::vector<NamedTensor> tensors_;
+  std::unique_ptr<Plan> plan_;
+};
+
+/// The newest file format version this build writes and reads.
+constexpr int kFormatVersion = 1;
+
+/// Reads a file written by `fxcpp.aten.save` (Python). Runs
+/// no code from it. Throws FormatError saying what is wrong (not a zip
+/// archive, missing record, newer version, unknown operator, bad tensor
+/// extent, ...). Tensors are read into memory once and owned by the Module.
+Module load(const std::string& path);
+/// The same from bytes in memory (the whole file).
+Module load_from_buffer(const void* data, size_t size);
+
+/// The graph and tensors of a file, without compiling a plan (for tools).
+std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std::string& path);
+
+/// The JSON text of a file's graph record, pretty-printed (`fxcpp inspect`).
+std::string graph_json(const std::string& path);
+
+}  // namespace fxcpp::torch

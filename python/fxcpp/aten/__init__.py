@@ -1,0 +1,16 @@
+"""fxcpp.aten: lowering to ATen, the .fxpt file format and the LibTorch runtime.
+
+* ``lower(model, *example_inputs)`` returns a GraphModule whose nodes are ATen
+  operator overloads (``torch.ops.aten.conv2d.default``) or a few primitives
+  (docs/fxpt_format.md), still runnable and editable in Python.
+* ``save(gm, path)`` / ``load(path)`` write and read the versioned ``.fxpt``
+  file; ``load(path, runtime='cpp')`` runs it in the C++ runtime, as
+  ``fxcpp::torch::load`` does in a C++ program.
+* ``compile(model, *example_inputs)`` lowers and loads in one step.
+"""
+from ._format import FORMAT_VERSION, load, save
+from ._lower import LoweringError, check_lowered, lower, register_lowering
+from ._runtime import CppModule, compile
+
+__all__ = ['lower', 'register_lowering', 'LoweringError', 'check_lowered', 'save', 'load', 'compile',
+           'CppModule', 'FORMAT_VERSION']

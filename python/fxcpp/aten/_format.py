@@ -1,0 +1,304 @@
+"""The .fxpt file format: save a lowered GraphModule, load it back.
+
+The format is written down in docs/fxpt_format.md. A file is PyTorch's zip
+container (what ``torch.save`` and ``torch.jit.save`` write; ``unzip -l``
+lists it) with a ``graph.json`` record and one raw record per tensor storage,
+stored uncompressed and 64-byte aligned. Loading runs no code from the file:
+the graph is JSON, operators are looked up by name among registered schemas,
+and the C++ loader (which checks every record, see Note [Loading untrusted
+files] in src/torch/load.cpp) reads the tensors for both runtimes.
+"""
+import json
+import math
+import operator
+import os
+from typing import Any, Dict, List, Tuple
+
+import torch
+
+from .. import _C_torch
+from ..graph import Graph
+from ..graph_module import GraphModule
+from ..node import Node
+from ..passes.shape_prop import TensorMetadata
+
+__all__ = ['save', 'load', 'FORMAT_VERSION']
+
+FORMAT_NAME = 'fxcpp-aten'
+#: The version this build writes; the loader reads every version up to it.
+FORMAT_VERSION = 1
+
+# The closed set of primitives (docs/fxpt_format.md), by file name.
+_PRIMITIVES = {
+    'operator.getitem': operator.getitem, 'operator.add': operator.add, 'operator.sub': operator.sub,
+    'operator.mul': operator.mul, 'operator.floordiv': operator.floordiv,
+    'operator.truediv': operator.truediv, 'operator.mod': operator.mod, 'operator.neg': operator.neg,
+    'getattr': getattr,
+}
+_PRIMITIVE_NAMES = {id(f): name for name, f in _PRIMITIVES.items()}
+
+_DTYPES = {
+    'float32': torch.float32, 'float64': torch.float64, 'float16': torch.float16, 'bfloat16': torch.bfloat16,
+    'complex64': torch.complex64, 'complex128': torch.complex128, 'uint8': torch.uint8, 'int8': torch.int8,
+    'int16': torch.int16, 'int32': torch.int32, 'int64': torch.int64, 'bool': torch.bool,
+}
+_DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
+_LAYOUTS = {'strided': torch.strided, 'sparse_coo': torch.sparse_coo}
+_LAYOUT_NAMES = {v: k for k, v in _LAYOUTS.items()}
+_MEMORY_FORMATS = {'contiguous_format': torch.contiguous_format, 'preserve_format': torch.preserve_format,
+                   'channels_last': torch.channels_last, 'channels_last_3d': torch.channels_last_3d}
+_MEMORY_FORMAT_NAMES = {v: k for k, v in _MEMORY_FORMATS.items()}
+
+
+class _Refused(ValueError):
+    pass
+
+
+# ---- saving ---------------------------------------------------------------------------
+
+def _target_name(node: Node) -> str:
+    t = node.target
+    if isinstance(t, torch._ops.OpOverload):
+        schema = t._schema
+        return schema.name + ('.' + schema.overload_name if schema.overload_name else '')
+    name = _PRIMITIVE_NAMES.get(id(t))
+    if name is None:
+        raise _Refused(
+            f"cannot save node '{node.name}': its target {getattr(t, '__qualname__', t)!r} is neither an ATen "
+            f"operator overload nor a runtime primitive. Lower the model first (fxcpp.aten.lower(model, *inputs)).")
+    return name
+
+
+def _encode(value: Any, node: Node) -> Any:
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        if not -2**63 <= value < 2**63:
+            raise _Refused(f"cannot save node '{node.name}': the int {value} does not fit in 64 bits")
+        return value
+    if isinstance(value, float):
+        if math.isnan(value):
+            return {'float': 'nan'}
+        if math.isinf(value):
+            return {'float': 'inf' if value > 0 else '-inf'}
+        return {'float': value}
+    if isinstance(value, Node):
+        return {'node': value.name}
+    if isinstance(value, tuple) and not hasattr(value, '_fields'):
+        return {'tuple': [_encode(v, node) for v in value]}
+    if isinstance(value, list):
+        return {'list': [_encode(v, node) for v in value]}
+    if isinstance(value, dict):
+        return {'dict': [[_encode(k, node), _encode(v, node)] for k, v in value.items()]}
+    if isinstance(value, slice):
+        return {'slice': [_encode(value.start, node), _encode(value.stop, node), _encode(value.step, node)]}
+    if isinstance(value, torch.dtype) and value in _DTYPE_NAMES:
+        return {'dtype': _DTYPE_NAMES[value]}
+    if isinstance(value, torch.device):
+        return {'device': str(value)}
+    if isinstance(value, torch.layout) and value in _LAYOUT_NAMES:
+        return {'layout': _LAYOUT_NAMES[value]}
+    if isinstance(value, torch.memory_format) and value in _MEMORY_FORMAT_NAMES:
+        return {'memory_format': _MEMORY_FORMAT_NAMES[value]}
+    raise _Refused(f"cannot save node '{node.name}': the argument {value!r} ({type(value).__name__}) has no "
+                   f"encoding in the file format (tensors must be get_attr nodes)")
+
+
+def _encode_meta(tm: Any, node: Node) -> Any:
+    if isinstance(tm, TensorMetadata) or type(tm).__name__ == 'TensorMetadata':
+        if tm.dtype not in _DTYPE_NAMES:
+            return None
+        return {'tensor_meta': {
+            'shape': list(tm.shape), 'dtype': _DTYPE_NAMES[tm.dtype], 'requires_grad': bool(tm.requires_grad),
+            'stride': list(tm.stride),
+            'memory_format': _MEMORY_FORMAT_NAMES.get(tm.memory_format) if tm.memory_format is not None else None,
+            'is_quantized': bool(tm.is_quantized)}}
+    if isinstance(tm, (list, tuple)):
+        items = [_encode_meta(v, node) for v in tm]
+        return {'list' if isinstance(tm, list) else 'tuple': items}
+    if isinstance(tm, dict):
+        return {'dict': [[_encode(k, node), _encode_meta(v, node)] for k, v in tm.items()]}
+    return None
+
+
+def _attr(root: torch.nn.Module, qualified: str) -> Any:
+    obj = root
+    for part in qualified.split('.'):
+        obj = getattr(obj, part)
+    return obj
+
+
+def save(gm: GraphModule, path) -> None:
+    """Writes a lowered ``gm`` to ``path`` (docs/fxpt_format.md).
+
+    Every call_function node must be an ATen overload or a primitive (see
+    ``fxcpp.aten.lower``); get_attr nodes must name tensors. Tensors are moved
+    to CPU and stored as PyTorch stores them: one record per storage, shared
+    storages written once.
+    """
+    from ..interop import from_torch_fx
+    gm = from_torch_fx(gm)
+    params = {id(p): n for n, p in gm.named_parameters()}
+    buffers = {id(b): n for n, b in gm.named_buffers()}
+    storages: List[Dict[str, Any]] = []
+    storage_index: Dict[Tuple[int, torch.dtype], int] = {}
+    payloads: List[Tuple[str, Any]] = []
+    tensors: List[Dict[str, Any]] = []
+    nodes: List[Dict[str, Any]] = []
+
+    for node in gm.graph.nodes:
+        entry: Dict[str, Any] = {'op': node.op, 'name': node.name}
+        if node.op == 'call_function':
+            entry['target'] = _target_name(node)
+        elif node.op in ('placeholder', 'get_attr'):
+            entry['target'] = node.target
+        elif node.op == 'output':
+            entry['target'] = 'output'
+        else:
+            raise _Refused(f"cannot save node '{node.name}': it is a {node.op} node; lower the model first "
+                           f"(fxcpp.aten.lower(model, *inputs))")
+        entry['args'] = [_encode(a, node) for a in node.args]
+        entry['kwargs'] = {k: _encode(v, node) for k, v in node.kwargs.items()}
+        if 'tensor_meta' in node.meta:
+            tm = _encode_meta(node.meta['tensor_meta'], node)
+            if tm is not None:
+                entry['meta'] = {'tensor_meta': tm}
+        nodes.append(entry)
+
+        if node.op == 'get_attr' and not any(t['name'] == node.target for t in tensors[-1:]):
+            t = _attr(gm, node.target)
+            if not isinstance(t, torch.Tensor):
+                raise _Refused(f"cannot save node '{node.name}': get_attr of '{node.target}' is a "
+                               f"{type(t).__name__}, not a tensor")
+            if any(e['name'] == node.target for e in tensors):
+                continue
+            kind = 'parameter' if id(t) in params else 'buffer' if id(t) in buffers else 'constant'
+            if t.dtype not in _DTYPE_NAMES:
+                raise _Refused(f"cannot save '{node.target}': dtype {t.dtype} is not supported by the format")
+            data = t.detach()
+            if data.device.type != 'cpu' or data.is_conj() or data.is_neg() or data.layout != torch.strided:
+                data = data.cpu().resolve_conj().resolve_neg().contiguous()
+            storage = data.storage()._untyped() if hasattr(data.storage(), '_untyped') else data.storage().untyped()
+            key = (storage.data_ptr(), data.dtype)
+            if key not in storage_index:
+                storage_index[key] = len(storages)
+                record = f'data/{len(storages)}'
+                storages.append({'record': record, 'nbytes': storage.nbytes()})
+                payloads.append((record, storage))
+            tensors.append({'name': node.target, 'kind': kind, 'dtype': _DTYPE_NAMES[data.dtype],
+                            'storage': storage_index[key], 'offset': data.storage_offset(),
+                            'sizes': list(data.shape), 'strides': list(data.stride()),
+                            'requires_grad': bool(t.requires_grad)})
+
+    doc = {'format': FORMAT_NAME, 'version': FORMAT_VERSION,
+           'producer': {'fxcpp': '0.1.0', 'torch': torch.__version__},
+           'class_name': type(gm).__name__ if type(gm).__name__ != 'GraphModule' else gm._get_name(),
+           'storages': storages, 'tensors': tensors, 'nodes': nodes}
+    text = json.dumps(doc, separators=(',', ':'), allow_nan=False).encode()
+    writer = torch._C.PyTorchFileWriter(os.fspath(path))
+    writer.write_record('graph.json', text, len(text))
+    for record, storage in payloads:
+        writer.write_record(record, storage.data_ptr(), storage.nbytes())
+    writer.write_end_of_file()
+
+
+# ---- loading --------------------------------------------------------------------------
+
+def _operator(name: str):
+    # Only registered schemas: looking up a name runs no code.
+    base, _, overload = name.partition('.')
+    if not torch._C._jit_get_schemas_for_operator(base):
+        raise ValueError(f"fxcpp.aten.load: unknown operator '{name}'")
+    ns, _, op = base.partition('::')
+    return getattr(getattr(getattr(torch.ops, ns), op), overload or 'default')
+
+
+def _decode(value: Any, nodes: Dict[str, Node]) -> Any:
+    if not isinstance(value, dict):
+        return value
+    (tag, v), = value.items()
+    if tag == 'node':
+        return nodes[v]
+    if tag == 'float':
+        return float(v)
+    if tag == 'list':
+        return [_decode(x, nodes) for x in v]
+    if tag == 'tuple':
+        return tuple(_decode(x, nodes) for x in v)
+    if tag == 'dict':
+        return {_decode(k, nodes): _decode(x, nodes) for k, x in v}
+    if tag == 'slice':
+        return slice(*(_decode(x, nodes) for x in v))
+    if tag == 'dtype':
+        return _DTYPES[v]
+    if tag == 'device':
+        return torch.device(v)
+    if tag == 'layout':
+        return _LAYOUTS[v]
+    if tag == 'memory_format':
+        return _MEMORY_FORMATS[v]
+    if tag == 'tensor_meta':
+        return TensorMetadata(torch.Size(v['shape']), _DTYPES[v['dtype']], v['requires_grad'], tuple(v['stride']),
+                              _MEMORY_FORMATS.get(v['memory_format']), v['is_quantized'], {})
+    raise ValueError(f'fxcpp.aten.load: unknown value tag {tag!r}')
+
+
+def _set_attr(root: torch.nn.Module, qualified: str, value: torch.Tensor, kind: str) -> None:
+    *path, leaf = qualified.split('.')
+    mod = root
+    for part in path:
+        if not hasattr(mod, part):
+            mod.add_module(part, torch.nn.Module())
+        mod = getattr(mod, part)
+    if kind == 'parameter':
+        mod.register_parameter(leaf, torch.nn.Parameter(value, requires_grad=value.requires_grad))
+    elif kind == 'buffer':
+        mod.register_buffer(leaf, value)
+    else:
+        setattr(mod, leaf, value)
+
+
+def _graph_module(runtime, doc: Dict[str, Any]) -> GraphModule:
+    requires_grad = {t['name']: t.get('requires_grad', False) for t in doc['tensors']}
+    root = torch.nn.Module()
+    for name, kind, tensor in runtime.tensors():
+        if requires_grad.get(name) and tensor.is_floating_point():
+            tensor.requires_grad_(True)
+        _set_attr(root, name, tensor, kind)
+    graph = Graph()
+    nodes: Dict[str, Node] = {}
+    for entry in doc['nodes']:
+        op = entry['op']
+        target = entry['target']
+        if op == 'call_function':
+            target = _operator(target) if '::' in target else _PRIMITIVES[target]
+        args = tuple(_decode(a, nodes) for a in entry['args'])
+        kwargs = {k: _decode(v, nodes) for k, v in entry.get('kwargs', {}).items()}
+        node = graph.create_node(op, target, args, kwargs, name=entry['name'])
+        if node.name != entry['name']:
+            node.name = entry['name']
+        meta = entry.get('meta', {})
+        if 'tensor_meta' in meta:
+            node.meta['tensor_meta'] = _decode(meta['tensor_meta'], nodes)
+        nodes[entry['name']] = node
+    return GraphModule(root, graph, doc.get('class_name', 'GraphModule'))
+
+
+def load(path, runtime: str = 'python'):
+    """Reads a file written by :func:`save`.
+
+    ``runtime='python'`` returns a GraphModule (same ``code`` as the saved
+    one); ``runtime='cpp'`` returns a :class:`fxcpp.aten.CppModule` whose
+    forward runs the whole graph in the C++ runtime with the GIL released.
+    Either way the C++ loader checks the whole file first and reads the
+    tensors once; no code from the file runs. A malformed or newer file
+    raises ValueError saying what is wrong.
+    """
+    from ._runtime import CppModule
+    if runtime not in ('python', 'cpp'):
+        raise ValueError(f"fxcpp.aten.load: runtime must be 'python' or 'cpp', not {runtime!r}")
+    rt = _C_torch.load(path)
+    if runtime == 'cpp':
+        return CppModule(rt)
+    doc = json.loads(_C_torch.graph_json(path))
+    return _graph_module(rt, doc)

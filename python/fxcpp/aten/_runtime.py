@@ -1,0 +1,66 @@
+"""The C++ runtime from Python: ``CppModule`` and ``compile``."""
+import os
+import tempfile
+
+import torch
+
+from .. import _C_torch
+
+__all__ = ['CppModule', 'compile']
+
+
+class CppModule(torch.nn.Module):
+    """An ``nn.Module`` whose forward runs a loaded graph in the C++ runtime.
+
+    The forward converts its inputs, releases the GIL for the whole graph and
+    converts the outputs back (Note [Runtime and the GIL] in
+    src/bindings/torch/runtime_bindings.cpp), so several Python threads can
+    run inferences on one module in parallel. Outputs are inference tensors,
+    as under ``torch.inference_mode()``. The module's tensors are registered
+    as buffers that share storage with the runtime: ``state_dict()`` shows
+    them, and no second copy exists. Wrong inputs raise TypeError naming the
+    input; a failing kernel raises RuntimeError naming the node.
+    """
+
+    def __init__(self, runtime):
+        super().__init__()
+        self._runtime = runtime
+        for name, _kind, tensor in runtime.tensors():
+            *path, leaf = name.split('.')
+            mod = self
+            for part in path:
+                if not hasattr(mod, part):
+                    mod.add_module(part, torch.nn.Module())
+                mod = getattr(mod, part)
+            mod.register_buffer(leaf, tensor)
+
+    def forward(self, *inputs):
+        return self._runtime.run(*inputs)
+
+    @property
+    def input_names(self):
+        """Placeholder names, in order."""
+        return self._runtime.input_names()
+
+    def extra_repr(self) -> str:
+        return f'inputs={self._runtime.input_names()}, instructions={self._runtime.num_instructions()}'
+
+    def graph_str(self) -> str:
+        """The loaded graph, printed by the C++ core as torch.fx prints graphs."""
+        return str(self._runtime)
+
+
+def compile(model, *example_inputs) -> CppModule:
+    """Lowers ``model`` (an nn.Module or GraphModule) with ``fxcpp.aten.lower``
+    and loads the result into the C++ runtime: ``compile(m, x)(x)`` runs
+    ``m`` with no Python per op."""
+    from ._format import save
+    from ._lower import lower
+    gm = lower(model, *example_inputs)
+    fd, path = tempfile.mkstemp(suffix='.fxpt')
+    os.close(fd)
+    try:
+        save(gm, path)
+        return CppModule(_C_torch.load(path))
+    finally:
+        os.unlink(path)

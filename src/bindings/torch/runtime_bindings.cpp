@@ -1,0 +1,274 @@
+// fxcpp._C_torch: Python bindings of the LibTorch runtime (fxcpp::torch).
+// Binding code only: loading, planning and running live in src/torch.
+//
+// Note [Runtime and the GIL]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Runtime.run converts its Python arguments to IValues with the GIL held,
+// releases the GIL for the whole forward (Module::forward is thread-safe and
+// touches no Python object), and converts the result back with the GIL held
+// again. So Python threads that call one loaded model run their forwards in
+// parallel.
+#include "bindings.h"  // first: Python.h with PY_SSIZE_T_CLEAN
+
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <memory>
+
+#include "fxcpp/torch/module.h"
+
+namespace fxcpp::py {
+
+// This extension's exception boundary (the guard<> / def<> wrappers call it).
+void set_python_error_from_cpp() {
+  try {
+    throw;
+  } catch (const PythonError&) {
+  } catch (const torch::InputError& e) {
+    PyErr_SetString(PyExc_TypeError, e.what());
+  } catch (const torch::FormatError& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const c10::Error& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+}
+
+namespace {
+
+struct PyRuntime {
+  PyObject_HEAD
+  torch::Module* module;
+};
+
+PyTypeObject* RuntimeType = nullptr;
+
+torch::Module& module_of(PyObject* self) {
+  auto* r = reinterpret_cast<PyRuntime*>(self);
+  if (!r->module) throw std::runtime_error("fxcpp: this Runtime holds no module");
+  return *r->module;
+}
+
+// ---- values across the boundary ---------------------------------------------------
+
+c10::IValue to_ivalue(PyObject* o, int depth = 0) {
+  if (depth > 64) throw torch::InputError("fxcpp: an input is nested more than 64 deep");
+  if (THPVariable_Check(o)) return THPVariable_Unpack(o);
+  if (o == Py_None) return {};
+  if (PyBool_Check(o)) return o == Py_True;
+  if (PyLong_Check(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) throw torch::InputError("fxcpp: an int input does not fit in 64 bits");
+    if (v == -1 && PyErr_Occurred()) throw PythonError();
+    return static_cast<int64_t>(v);
+  }
+  if (PyFloat_Check(o)) return PyFloat_AS_DOUBLE(o);
+  if (PyUnicode_Check(o)) return std::string(utf8(o, "a str input"));
+  if (PyTuple_Check(o) || PyList_Check(o)) {
+    Ref seq = owned(PySequence_Fast(o, "a sequence"));
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+    std::vector<c10::IValue> items;
+    bool tensors = n > 0;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      items.push_back(to_ivalue(PySequence_Fast_GET_ITEM(seq.get(), i), depth + 1));
+      tensors &= items.back().isTensor();
+    }
+    if (PyTuple_Check(o)) return c10::ivalue::Tuple::create(std::move(items));
+    if (tensors) {
+      c10::List<at::Tensor> l;
+      for (auto& v : items) l.push_back(v.toTensor());
+      return l;
+    }
+    c10::impl::GenericList l(c10::AnyType::get());
+    for (auto& v : items) l.push_back(std::move(v));
+    return l;
+  }
+  Ref t = owned(PyObject_Repr(reinterpret_cast<PyObject*>(Py_TYPE(o))));
+  throw torch::InputError(std::string("fxcpp: the runtime takes tensors, numbers, str, None, tuples and lists; got ") +
+                          std::string(utf8(t.get(), "type name")));
+}
+
+PyObject* from_ivalue(const c10::IValue& v) {
+  if (v.isTensor()) return THPVariable_Wrap(v.toTensor());
+  if (v.isNone()) Py_RETURN_NONE;
+  if (v.isBool()) return PyBool_FromLong(v.toBool());
+  if (v.isInt()) return PyLong_FromLongLong(v.toInt());
+  if (v.isDouble()) return PyFloat_FromDouble(v.toDouble());
+  if (v.isString()) {
+    const std::string& s = v.toStringRef();
+    return PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+  }
+  if (v.isTuple()) {
+    auto elems = v.toTupleRef().elements();
+    Ref t = owned(PyTuple_New(static_cast<Py_ssize_t>(elems.size())));
+    for (size_t i = 0; i < elems.size(); ++i)
+      PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(i), check(from_ivalue(elems[i])));
+    return t.release();
+  }
+  if (v.isList()) {
+    auto items = v.toListRef();
+    Ref l = owned(PyList_New(static_cast<Py_ssize_t>(items.size())));
+    for (size_t i = 0; i < items.size(); ++i)
+      PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i), check(from_ivalue(items[i])));
+    return l.release();
+  }
+  if (v.isGenericDict()) {
+    Ref d = owned(PyDict_New());
+    for (auto& kv : v.toGenericDict()) {
+      Ref k = owned(from_ivalue(kv.key())), val = owned(from_ivalue(kv.value()));
+      check(PyDict_SetItem(d.get(), k.get(), val.get()));
+    }
+    return d.release();
+  }
+  if (v.isDevice()) {
+    std::string s = v.toDevice().str();
+    return PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+  }
+  throw std::runtime_error(std::string("fxcpp: the runtime returned a value Python cannot take: ") + v.tagKind());
+}
+
+// ---- Runtime -----------------------------------------------------------------------
+
+PyObject* make_runtime(torch::Module m) {
+  Ref self = owned(PyType_GenericAlloc(RuntimeType, 0));
+  reinterpret_cast<PyRuntime*>(self.get())->module = new torch::Module(std::move(m));
+  return self.release();
+}
+
+// load(path) -> Runtime
+PyObject* load(PyObject*, PyObject* path) {
+  Ref fs = owned(PyOS_FSPath(path));
+  std::string p(utf8(fs.get(), "path"));
+  std::unique_ptr<torch::Module> m;
+  {
+    // Reading and planning touch no Python object.
+    PyThreadState* ts = PyEval_SaveThread();
+    try {
+      m = std::make_unique<torch::Module>(torch::load(p));
+    } catch (...) {
+      PyEval_RestoreThread(ts);
+      throw;
+    }
+    PyEval_RestoreThread(ts);
+  }
+  return make_runtime(std::move(*m));
+}
+
+// load_bytes(data: bytes-like) -> Runtime
+PyObject* load_bytes(PyObject*, PyObject* data) {
+  Py_buffer view;
+  check(PyObject_GetBuffer(data, &view, PyBUF_SIMPLE));
+  struct Release {
+    Py_buffer* v;
+    ~Release() { PyBuffer_Release(v); }
+  } release{&view};
+  return make_runtime(torch::load_from_buffer(view.buf, static_cast<size_t>(view.len)));
+}
+
+// graph_json(path) -> str: the file's graph record, pretty-printed.
+PyObject* graph_json(PyObject*, PyObject* path) {
+  Ref fs = owned(PyOS_FSPath(path));
+  std::string text = torch::graph_json(std::string(utf8(fs.get(), "path")));
+  return PyUnicode_FromStringAndSize(text.data(), static_cast<Py_ssize_t>(text.size()));
+}
+
+// Runtime.run(args: tuple) -> outputs. Note [Runtime and the GIL].
+PyObject* run(PyObject* self, PyObject* args) {
+  if (!PyTuple_Check(args)) throw torch::InputError("fxcpp: Runtime.run takes a tuple of inputs");
+  const torch::Module& m = module_of(self);
+  std::vector<c10::IValue> inputs;
+  Py_ssize_t n = PyTuple_GET_SIZE(args);
+  inputs.reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) inputs.push_back(to_ivalue(PyTuple_GET_ITEM(args, i)));
+  c10::IValue out;
+  PyThreadState* ts = PyEval_SaveThread();
+  try {
+    out = m.forward(std::move(inputs));
+  } catch (...) {
+    PyEval_RestoreThread(ts);
+    throw;
+  }
+  PyEval_RestoreThread(ts);
+  return from_ivalue(out);
+}
+
+// Runtime.tensors() -> list of (name, kind, tensor); the tensors share storage.
+PyObject* tensors(PyObject* self, PyObject*) {
+  const auto& ts = module_of(self).named_tensors();
+  Ref l = owned(PyList_New(static_cast<Py_ssize_t>(ts.size())));
+  static const char* kinds[] = {"parameter", "buffer", "constant"};
+  for (size_t i = 0; i < ts.size(); ++i) {
+    Ref t = owned(THPVariable_Wrap(ts[i].tensor));
+    PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i),
+                    check(Py_BuildValue("(ssO)", ts[i].name.c_str(), kinds[static_cast<int>(ts[i].kind)], t.get())));
+  }
+  return l.release();
+}
+
+PyObject* input_names(PyObject* self, PyObject*) {
+  auto names = module_of(self).input_names();
+  Ref l = owned(PyList_New(static_cast<Py_ssize_t>(names.size())));
+  for (size_t i = 0; i < names.size(); ++i)
+    PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i),
+                    check(PyUnicode_FromStringAndSize(names[i].data(), static_cast<Py_ssize_t>(names[i].size()))));
+  return l.release();
+}
+
+PyObject* num_instructions(PyObject* self, PyObject*) {
+  return PyLong_FromSize_t(module_of(self).num_instructions());
+}
+
+// str(runtime): the loaded graph as torch.fx prints graphs.
+PyObject* runtime_str(PyObject* self) {
+  std::string s = module_of(self).graph().to_string();
+  return PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+}
+
+void runtime_dealloc(PyObject* self) {
+  auto* r = reinterpret_cast<PyRuntime*>(self);
+  delete r->module;
+  r->module = nullptr;
+  PyTypeObject* type = Py_TYPE(self);
+  type->tp_free(self);
+  Py_DECREF(type);  // instances of a heap type hold a reference to it
+}
+
+PyMethodDef runtime_methods[] = {
+    def<run>("run", METH_VARARGS, "run(*inputs): the forward, in C++ with the GIL released."),
+    def<tensors>("tensors", METH_NOARGS, "tensors() -> [(name, kind, tensor)]: the module's tensors (shared)."),
+    def<input_names>("input_names", METH_NOARGS, "input_names() -> [str]: placeholder names in order."),
+    def<num_instructions>("num_instructions", METH_NOARGS, "num_instructions() -> int: the plan's length."),
+    kEndOfMethods};
+
+PyMethodDef module_methods[] = {
+    def<load>("load", METH_O, "load(path) -> Runtime: reads a .fxpt file into the C++ runtime."),
+    def<load_bytes>("load_bytes", METH_O, "load_bytes(data) -> Runtime: the same from the file's bytes."),
+    def<graph_json>("graph_json", METH_O, "graph_json(path) -> str: the file's graph record."),
+    kEndOfMethods};
+
+PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fxcpp._C_torch", "fxcpp's LibTorch runtime bindings.", -1,
+                          nullptr, nullptr, nullptr, nullptr, nullptr};
+
+}  // namespace
+}  // namespace fxcpp::py
+
+PyMODINIT_FUNC PyInit__C_torch() {
+  using namespace fxcpp::py;
+  Ref m = Ref::steal(PyModule_Create(&module_def));
+  if (!m) return nullptr;
+  static PyType_Slot slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(runtime_dealloc)},
+                                {Py_tp_methods, runtime_methods},
+                                {Py_tp_str, reinterpret_cast<void*>(guard<runtime_str>)},
+                                {Py_tp_doc, const_cast<char*>("A graph loaded into the fxcpp LibTorch runtime.")},
+                                {0, nullptr}};
+  static PyType_Spec spec = {"fxcpp._C_torch.Runtime", sizeof(PyRuntime), 0, Py_TPFLAGS_DEFAULT, slots};
+  RuntimeType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&spec));
+  if (!RuntimeType) return nullptr;
+  if (PyModule_AddObject(m.get(), "Runtime", reinterpret_cast<PyObject*>(RuntimeType)) < 0) return nullptr;
+  Py_INCREF(RuntimeType);
+  if (add_functions(m.get(), module_methods) < 0) return nullptr;
+  return m.release();
+}

@@ -1,0 +1,464 @@
+// Reading the .fxpt file format (docs/fxpt_format.md): a PyTorch zip archive
+// holding graph.json and the raw storages.
+//
+// Note [Loading untrusted files]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A file is data, never code: the graph is JSON, operators are looked up by
+// name in the dispatcher, tensors are raw bytes. Everything read is checked
+// before use: the archive is read through bounds-checked adapters (the
+// library's own memory adapter trusts offsets), JSON nesting is limited,
+// node references must name earlier nodes, every tensor's extent must fit
+// its storage record (with overflow-checked arithmetic), and a record larger
+// than the file itself is refused before anything is allocated for it. Each
+// failure is a FormatError that says what is wrong.
+#include <ATen/core/Tensor.h>
+#include <c10/core/TensorImpl.h>
+#include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "fxcpp/torch/module.h"
+
+namespace fxcpp::torch {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+constexpr int kMaxDepth = 64;
+constexpr const char* kFormatName = "fxcpp-aten";
+
+// ---- archive adapters ------------------------------------------------------------
+
+class FileAdapter final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit FileAdapter(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw FormatError("fxcpp::torch: cannot open '" + path + "': " + std::strerror(errno));
+    struct stat st;
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      throw FormatError("fxcpp::torch: '" + path + "' is not a regular file");
+    }
+    size_ = static_cast<size_t>(st.st_size);
+  }
+  ~FileAdapter() override { ::close(fd_); }
+  size_t size() const override { return size_; }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* = "") const override {
+    if (pos >= size_) return 0;
+    n = std::min<uint64_t>(n, size_ - pos);
+    size_t done = 0;
+    while (done < n) {
+      ssize_t r = ::pread(fd_, static_cast<char*>(buf) + done, n - done, static_cast<off_t>(pos + done));
+      if (r <= 0) break;
+      done += static_cast<size_t>(r);
+    }
+    return done;
+  }
+
+ private:
+  int fd_ = -1;
+  size_t size_ = 0;
+};
+
+class MemoryAdapter final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  MemoryAdapter(const void* data, size_t size) : data_(static_cast<const char*>(data)), size_(size) {}
+  size_t size() const override { return size_; }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* = "") const override {
+    if (pos >= size_) return 0;
+    n = std::min<uint64_t>(n, size_ - pos);
+    std::memcpy(buf, data_ + pos, n);
+    return n;
+  }
+
+ private:
+  const char* data_;
+  size_t size_;
+};
+
+// ---- the archive ------------------------------------------------------------------
+
+class Archive {
+ public:
+  explicit Archive(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> in) : file_size_(in->size()) {
+    try {
+      reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(std::move(in));
+    } catch (const c10::Error& e) {
+      throw FormatError(std::string("fxcpp::torch: not a readable .fxpt archive (") + e.what_without_backtrace() + ")");
+    }
+  }
+  bool has(const std::string& name) {
+    try {
+      return reader_->hasRecord(name);
+    } catch (const c10::Error& e) {
+      throw FormatError("fxcpp::torch: corrupt archive (" + std::string(e.what_without_backtrace()) + ")");
+    }
+  }
+  /// The bytes of record `name`. `claimed` is the size graph.json gives it: a
+  /// stored record cannot be larger than the file, so a larger claim is refused
+  /// before anything is allocated.
+  std::tuple<at::DataPtr, size_t> get(const std::string& name, uint64_t claimed = 0) {
+    if (claimed > file_size_)
+      throw FormatError("fxcpp::torch: record '" + name + "' claims " + std::to_string(claimed) +
+                        " bytes, more than the whole file");
+    if (!has(name)) throw FormatError("fxcpp::torch: the archive has no record '" + name + "'");
+    try {
+      return reader_->getRecord(name);
+    } catch (const c10::Error& e) {
+      throw FormatError("fxcpp::torch: cannot read record '" + name + "' (" + e.what_without_backtrace() + ")");
+    }
+  }
+
+ private:
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
+  size_t file_size_;
+};
+
+// ---- JSON helpers ---------------------------------------------------------------------
+
+[[noreturn]] void bad(const std::string& what) { throw FormatError("fxcpp::torch: malformed graph.json: " + what); }
+
+const Json& field(const Json& obj, const char* key, const std::string& where) {
+  if (!obj.is_object()) bad(where + " is not an object");
+  auto it = obj.find(key);
+  if (it == obj.end()) bad(where + " has no '" + key + "'");
+  return *it;
+}
+std::string str_field(const Json& obj, const char* key, const std::string& where) {
+  const Json& v = field(obj, key, where);
+  if (!v.is_string()) bad(where + "." + key + " is not a string");
+  return v.get<std::string>();
+}
+int64_t int_field(const Json& obj, const char* key, const std::string& where) {
+  const Json& v = field(obj, key, where);
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
+    bad(where + "." + key + " is not an integer");
+  return v.get<int64_t>();
+}
+std::vector<int64_t> ints_field(const Json& obj, const char* key, const std::string& where) {
+  const Json& v = field(obj, key, where);
+  if (!v.is_array()) bad(where + "." + key + " is not an array");
+  if (v.size() > 64) bad(where + "." + key + " has more than 64 dimensions");
+  std::vector<int64_t> out;
+  for (auto& x : v) {
+    if (!x.is_number_integer() || (x.is_number_unsigned() && x.get<uint64_t>() > uint64_t(INT64_MAX)))
+      bad(where + "." + key + " holds a non-integer");
+    out.push_back(x.get<int64_t>());
+  }
+  return out;
+}
+
+// ---- values ------------------------------------------------------------------------
+
+class Decoder {
+ public:
+  explicit Decoder(std::unordered_map<std::string, Node*>& nodes) : nodes_(nodes) {}
+
+  Argument value(const Json& j, const std::string& where, int depth = 0) {
+    if (depth > kMaxDepth) bad(where + ": values nested more than " + std::to_string(kMaxDepth) + " deep");
+    switch (j.type()) {
+      case Json::value_t::null: return Argument::none();
+      case Json::value_t::boolean: return Argument::boolean(j.get<bool>());
+      case Json::value_t::number_integer: return Argument::integer(j.get<int64_t>());
+      case Json::value_t::number_unsigned:
+        if (j.get<uint64_t>() > uint64_t(INT64_MAX)) bad(where + ": integer out of int64 range");
+        return Argument::integer(j.get<int64_t>());
+      case Json::value_t::number_float: return Argument::real(j.get<double>());
+      case Json::value_t::string: return Argument::string(j.get<std::string>());
+      case Json::value_t::object: break;
+      default: bad(where + ": unexpected " + std::string(j.type_name()));
+    }
+    if (j.size() != 1) bad(where + ": a tagged value has exactly one key");
+    const std::string& tag = j.begin().key();
+    const Json& v = j.begin().value();
+    if (tag == "node") {
+      if (!v.is_string()) bad(where + ": node reference is not a string");
+      auto it = nodes_.find(v.get<std::string>());
+      if (it == nodes_.end()) bad(where + ": reference to node '" + v.get<std::string>() + "', which is not defined before it");
+      return Argument::node(it->second);
+    }
+    if (tag == "float") {
+      if (v.is_number()) return Argument::real(v.get<double>());
+      if (v == "inf") return Argument::real(std::numeric_limits<double>::infinity());
+      if (v == "-inf") return Argument::real(-std::numeric_limits<double>::infinity());
+      if (v == "nan") return Argument::real(std::numeric_limits<double>::quiet_NaN());
+      bad(where + ": bad float");
+    }
+    if (tag == "list" || tag == "tuple") {
+      if (!v.is_array()) bad(where + ": " + tag + " is not an array");
+      std::vector<Argument> items;
+      items.reserve(v.size());
+      for (auto& x : v) items.push_back(value(x, where, depth + 1));
+      return tag == "list" ? Argument::list(std::move(items)) : Argument::tuple(std::move(items));
+    }
+    if (tag == "dict") {
+      if (!v.is_array()) bad(where + ": dict is not an array of pairs");
+      ArgPairs pairs;
+      for (auto& kv : v) {
+        if (!kv.is_array() || kv.size() != 2) bad(where + ": dict item is not a [key, value] pair");
+        pairs.emplace_back(value(kv[0], where, depth + 1), value(kv[1], where, depth + 1));
+      }
+      return Argument::dict(std::move(pairs));
+    }
+    if (tag == "slice") {
+      if (!v.is_array() || v.size() != 3) bad(where + ": slice is not [start, stop, step]");
+      return Argument::slice(value(v[0], where, depth + 1), value(v[1], where, depth + 1), value(v[2], where, depth + 1));
+    }
+    if (tag == "dtype" || tag == "device" || tag == "layout" || tag == "memory_format") {
+      if (!v.is_string()) bad(where + ": " + tag + " is not a string");
+      TorchConstant::Kind k = tag == "dtype" ? TorchConstant::Kind::Dtype
+                              : tag == "device" ? TorchConstant::Kind::Device
+                              : tag == "layout" ? TorchConstant::Kind::Layout
+                                                : TorchConstant::Kind::MemoryFormat;
+      return Argument::foreign(torch_constant(k, v.get<std::string>()));
+    }
+    if (tag == "tensor_meta") return tensor_meta(v, where);
+    bad(where + ": unknown value tag '" + tag + "'");
+  }
+
+  // ShapeProp's TensorMetadata, as a dict Argument with its field names.
+  Argument tensor_meta(const Json& v, const std::string& where) {
+    std::string w = where + ".tensor_meta";
+    ArgPairs p;
+    auto ints = [&](const char* k) {
+      std::vector<Argument> items;
+      for (int64_t x : ints_field(v, k, w)) items.push_back(Argument::integer(x));
+      return Argument::tuple(std::move(items));
+    };
+    p.emplace_back(Argument::string("shape"), ints("shape"));
+    p.emplace_back(Argument::string("dtype"),
+                   Argument::foreign(torch_constant(TorchConstant::Kind::Dtype, str_field(v, "dtype", w))));
+    const Json& rg = field(v, "requires_grad", w);
+    if (!rg.is_boolean()) bad(w + ".requires_grad is not a bool");
+    p.emplace_back(Argument::string("requires_grad"), Argument::boolean(rg.get<bool>()));
+    p.emplace_back(Argument::string("stride"), ints("stride"));
+    const Json& mf = field(v, "memory_format", w);
+    if (!mf.is_null() && !mf.is_string()) bad(w + ".memory_format is not a string or null");
+    p.emplace_back(Argument::string("memory_format"),
+                   mf.is_null() ? Argument::none()
+                                : Argument::foreign(torch_constant(TorchConstant::Kind::MemoryFormat, mf.get<std::string>())));
+    const Json& q = field(v, "is_quantized", w);
+    if (!q.is_boolean()) bad(w + ".is_quantized is not a bool");
+    p.emplace_back(Argument::string("is_quantized"), Argument::boolean(q.get<bool>()));
+    return Argument::dict(std::move(p));
+  }
+
+ private:
+  std::unordered_map<std::string, Node*>& nodes_;
+};
+
+// ---- tensors --------------------------------------------------------------------------
+
+bool mul_ok(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+bool add_ok(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_add_overflow(a, b, out); }
+
+std::vector<NamedTensor> read_tensors(const Json& doc, Archive& archive) {
+  const Json& storages = field(doc, "storages", "graph.json");
+  const Json& tensors = field(doc, "tensors", "graph.json");
+  if (!storages.is_array() || !tensors.is_array()) bad("storages and tensors must be arrays");
+
+  struct StorageInfo {
+    std::string record;
+    uint64_t nbytes;
+    c10::optional<c10::Storage> storage;
+  };
+  std::vector<StorageInfo> infos;
+  for (size_t i = 0; i < storages.size(); ++i) {
+    std::string w = "storages[" + std::to_string(i) + "]";
+    std::string record = str_field(storages[i], "record", w);
+    int64_t nbytes = int_field(storages[i], "nbytes", w);
+    if (nbytes < 0) bad(w + ".nbytes is negative");
+    infos.push_back({record, static_cast<uint64_t>(nbytes), c10::nullopt});
+  }
+
+  std::vector<NamedTensor> out;
+  std::unordered_map<std::string, size_t> seen;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Json& t = tensors[i];
+    std::string w = "tensors[" + std::to_string(i) + "]";
+    NamedTensor nt;
+    nt.name = str_field(t, "name", w);
+    if (nt.name.empty() || !seen.emplace(nt.name, i).second) bad(w + ": empty or repeated tensor name '" + nt.name + "'");
+    std::string kind = str_field(t, "kind", w);
+    if (kind == "parameter") nt.kind = NamedTensor::Kind::Parameter;
+    else if (kind == "buffer") nt.kind = NamedTensor::Kind::Buffer;
+    else if (kind == "constant") nt.kind = NamedTensor::Kind::Constant;
+    else bad(w + ": unknown kind '" + kind + "'");
+    c10::ScalarType dtype = dtype_from_name(str_field(t, "dtype", w));
+    int64_t sidx = int_field(t, "storage", w);
+    if (sidx < 0 || static_cast<size_t>(sidx) >= infos.size()) bad(w + ": storage index out of range");
+    int64_t offset = int_field(t, "offset", w);
+    std::vector<int64_t> sizes = ints_field(t, "sizes", w), strides = ints_field(t, "strides", w);
+    if (sizes.size() != strides.size()) bad(w + ": sizes and strides differ in length");
+    if (offset < 0) bad(w + ": negative storage offset");
+
+    // Extent check: the highest element addressed must lie inside the storage.
+    StorageInfo& si = infos[static_cast<size_t>(sidx)];
+    uint64_t itemsize = c10::elementSize(dtype), last = static_cast<uint64_t>(offset);
+    bool empty = false;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (sizes[d] < 0 || strides[d] < 0) bad(w + ": negative size or stride");
+      if (sizes[d] == 0) empty = true;
+    }
+    if (!empty) {
+      for (size_t d = 0; d < sizes.size(); ++d) {
+        uint64_t step;
+        if (!mul_ok(static_cast<uint64_t>(sizes[d] - 1), static_cast<uint64_t>(strides[d]), &step) ||
+            !add_ok(last, step, &last))
+          bad(w + ": tensor extent overflows");
+      }
+      uint64_t end;
+      if (!add_ok(last, 1, &end) || !mul_ok(end, itemsize, &end) || end > si.nbytes)
+        bad(w + ": tensor extends past its storage (" + std::to_string(si.nbytes) + " bytes)");
+    }
+    if (!si.storage) {
+      auto [data, size] = archive.get(si.record, si.nbytes);
+      if (size != si.nbytes)
+        bad("storage record '" + si.record + "' has " + std::to_string(size) + " bytes, graph.json says " +
+            std::to_string(si.nbytes));
+      si.storage = c10::Storage(c10::Storage::use_byte_size_t(), size, std::move(data), nullptr, false);
+    }
+    auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(*si.storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                     caffe2::TypeMeta::fromScalarType(dtype));
+    impl->set_sizes_and_strides(sizes, strides, offset);
+    nt.tensor = at::Tensor(std::move(impl));
+    out.push_back(std::move(nt));
+  }
+  return out;
+}
+
+// ---- the graph -------------------------------------------------------------------------
+
+std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor>& tensors) {
+  const Json& nodes = field(doc, "nodes", "graph.json");
+  if (!nodes.is_array()) bad("nodes is not an array");
+  auto g = std::make_unique<Graph>();
+  std::unordered_map<std::string, Node*> by_name;
+  std::unordered_map<std::string, bool> tensor_names;
+  for (auto& t : tensors) tensor_names.emplace(t.name, true);
+  Decoder dec(by_name);
+  bool have_output = false;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Json& j = nodes[i];
+    std::string w = "nodes[" + std::to_string(i) + "]";
+    if (have_output) bad(w + ": nodes after the output node");
+    std::string name = str_field(j, "name", w), op_text = str_field(j, "op", w);
+    w += " ('" + name + "')";
+    if (name.empty() || name.size() > 4096) bad(w + ": bad node name");
+    if (by_name.count(name)) bad(w + ": repeated node name");
+    auto op = parse_op(op_text);
+    if (!op || *op == Op::Root) bad(w + ": unknown opcode '" + op_text + "'");
+    const Json& args_j = field(j, "args", w);
+    if (!args_j.is_array()) bad(w + ".args is not an array");
+    std::vector<Argument> args;
+    for (auto& a : args_j) args.push_back(dec.value(a, w + ".args"));
+    KwArgs kwargs;
+    if (j.contains("kwargs")) {
+      const Json& kw = j["kwargs"];
+      if (!kw.is_object()) bad(w + ".kwargs is not an object");
+      for (auto it = kw.begin(); it != kw.end(); ++it) kwargs.emplace_back(it.key(), dec.value(it.value(), w + ".kwargs"));
+    }
+    Node* n = nullptr;
+    switch (*op) {
+      case Op::Placeholder:
+        if (args.size() > 1 || !kwargs.empty()) bad(w + ": a placeholder has at most one argument (its default)");
+        n = g->create_node(Op::Placeholder, Target(str_field(j, "target", w)), std::move(args), {}, name);
+        break;
+      case Op::GetAttr: {
+        std::string target = str_field(j, "target", w);
+        if (!tensor_names.count(target)) bad(w + ": get_attr of '" + target + "', which is not in the tensor table");
+        if (!args.empty() || !kwargs.empty()) bad(w + ": get_attr takes no arguments");
+        n = g->create_node(Op::GetAttr, Target(target), {}, {}, name);
+        break;
+      }
+      case Op::CallFunction: {
+        std::string target = str_field(j, "target", w);
+        Object fn = target.find("::") != std::string::npos ? aten_op(target) : primitive(target);
+        n = g->create_node(Op::CallFunction, Target(std::move(fn)), std::move(args), std::move(kwargs), name);
+        break;
+      }
+      case Op::Output:
+        if (args.size() != 1 || !kwargs.empty()) bad(w + ": output takes exactly one argument");
+        n = g->create_node(Op::Output, Target("output"), std::move(args), {}, name);
+        have_output = true;
+        break;
+      default:
+        throw FormatError("fxcpp::torch: " + w + " is a " + op_text +
+                          " node; the runtime runs lowered graphs: lower the model with fxcpp.aten.lower first");
+    }
+    if (j.contains("meta")) {
+      const Json& meta = j["meta"];
+      if (!meta.is_object()) bad(w + ".meta is not an object");
+      auto tm = meta.find("tensor_meta");
+      if (tm != meta.end()) n->meta().emplace_back("tensor_meta", dec.value(*tm, w + ".meta"));
+    }
+    by_name.emplace(name, n);
+  }
+  if (!have_output) bad("the graph has no output node");
+  return g;
+}
+
+Json parse_graph(Archive& archive) {
+  auto [data, size] = archive.get("graph.json");
+  const char* text = static_cast<const char*>(data.get());
+  Json doc;
+  try {
+    // Nesting is limited while parsing: a hostile file cannot exhaust the stack.
+    doc = Json::parse(text, text + size, [](int depth, Json::parse_event_t, Json&) {
+      if (depth > 4 * kMaxDepth) throw FormatError("fxcpp::torch: malformed graph.json: nested too deeply");
+      return true;
+    });
+  } catch (const Json::exception& e) {
+    bad(e.what());
+  }
+  if (!doc.is_object()) bad("the document is not an object");
+  if (str_field(doc, "format", "graph.json") != kFormatName) bad("format is not '" + std::string(kFormatName) + "'");
+  int64_t version = int_field(doc, "version", "graph.json");
+  if (version > kFormatVersion)
+    throw FormatError("fxcpp::torch: this file has format version " + std::to_string(version) +
+                      ", newer than the newest this build reads (" + std::to_string(kFormatVersion) +
+                      "); load it with a newer fxcpp");
+  if (version < 1) bad("version " + std::to_string(version) + " does not exist");
+  return doc;
+}
+
+std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_archive(Archive& archive) {
+  Json doc = parse_graph(archive);
+  auto tensors = read_tensors(doc, archive);
+  auto graph = read_graph(doc, tensors);
+  return {std::move(graph), std::move(tensors)};
+}
+
+}  // namespace
+
+std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std::string& path) {
+  Archive archive(std::make_shared<FileAdapter>(path));
+  return read_archive(archive);
+}
+
+Module load(const std::string& path) {
+  auto [graph, tensors] = read_file(path);
+  return Module(std::move(graph), std::move(tensors));
+}
+
+Module load_from_buffer(const void* data, size_t size) {
+  Archive archive(std::make_shared<MemoryAdapter>(data, size));
+  auto [graph, tensors] = read_archive(archive);
+  return Module(std::move(graph), std::move(tensors));
+}
+
+std::string graph_json(const std::string& path) {
+  Archive archive(std::make_shared<FileAdapter>(path));
+  return parse_graph(archive).dump(1);
+}
+
+}  // namespace fxcpp::torch

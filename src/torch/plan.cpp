@@ -1,0 +1,905 @@
+// The runtime: compiles a Graph into a flat plan and runs it (Note [Runtime plan]
+// in module.h).
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/InferenceMode.h>
+
+#include <cmath>
+#include <mutex>
+#include <unordered_map>
+
+#include "fxcpp/passes/last_uses.h"
+#include "fxcpp/torch/module.h"
+
+namespace fxcpp::torch {
+
+namespace {
+
+/// How one value is produced when an instruction runs.
+struct Operand {
+  enum class Kind : uint8_t {
+    Const,          ///< value
+    Slot,           ///< frame slot `slot`
+    SlotToDouble,   ///< frame slot, an int widened to float (schema type float)
+    SlotToTensor,   ///< frame slot; a number becomes a wrapped-number tensor (schema type Tensor)
+    IntList,        ///< typed lists built from `items`
+    DoubleList,
+    BoolList,
+    TensorList,
+    OptTensorList,
+    GenericList,
+    Tuple,
+    Dict,           ///< items: key, value, key, value, ...
+    Slice,          ///< items: start, stop, step (getitem only)
+  };
+  Kind kind = Kind::Const;
+  uint32_t slot = 0;
+  c10::IValue value;
+  std::vector<Operand> items;
+  c10::TypePtr key_type;  ///< Dict
+};
+
+enum class Attr : uint8_t { Shape, Dtype, Device, Ndim };
+
+struct Instr {
+  const AtenOp* op = nullptr;  ///< null: a primitive
+  Primitive prim = Primitive::GetItem;
+  Attr attr = Attr::Shape;
+  uint32_t num_returns = 1;
+  uint32_t out = 0;
+  std::vector<Operand> operands;
+  std::vector<uint32_t> frees;
+  const Node* node = nullptr;
+};
+
+struct Input {
+  uint32_t slot;
+  std::string name;
+  bool has_default = false;
+  c10::IValue default_value;
+  const Argument* meta = nullptr;  ///< the placeholder's tensor_meta, if recorded
+};
+
+struct Frame {
+  std::vector<c10::IValue> slots;
+  std::vector<c10::IValue> stack;
+};
+
+std::string describe(const c10::IValue& v) {
+  if (v.isTensor()) return "a Tensor";
+  if (v.isNone()) return "None";
+  if (v.isInt()) return "an int";
+  if (v.isDouble()) return "a float";
+  if (v.isBool()) return "a bool";
+  if (v.isString()) return "a str";
+  if (v.isTuple()) return "a tuple";
+  if (v.isList()) return "a list";
+  return std::string("a ") + v.tagKind();
+}
+
+const Argument* find_key(const Argument& dict, const char* key) {
+  for (auto& kv : dict.pairs())
+    if (kv.first.is_string() && kv.first.as_string() == key) return &kv.second;
+  return nullptr;
+}
+
+// Python semantics for int // and %.
+int64_t floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+int64_t pymod(int64_t a, int64_t b) {
+  int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+
+}  // namespace
+
+class Plan {
+ public:
+  std::vector<Instr> instrs;
+  std::vector<Input> inputs;
+  Operand output;
+  uint32_t num_slots = 0;
+
+  c10::IValue run(std::vector<c10::IValue>& args) const;
+
+ private:
+  c10::IValue eval(const Operand& o, Frame& f) const;
+  void run_primitive(const Instr& in, Frame& f) const;
+  void check_inputs(const std::vector<c10::IValue>& args) const;
+  std::unique_ptr<Frame> take_frame() const;
+  void give_frame(std::unique_ptr<Frame> f) const;
+
+  mutable std::mutex pool_mutex_;
+  mutable std::vector<std::unique_ptr<Frame>> pool_;
+};
+
+// ---- compiling --------------------------------------------------------------------
+
+namespace {
+
+class Compiler {
+ public:
+  Compiler(const Graph& g, const std::vector<NamedTensor>& tensors, Plan& plan)
+      : graph_(g), plan_(plan), slots_(g.node_capacity(), kNoSlot) {
+    for (auto& t : tensors) tensors_.emplace(t.name, &t.tensor);
+  }
+
+  void compile() {
+    LastUses lu = last_uses(graph_);
+    bool seen_output = false;
+    for (Node* n : graph_.nodes()) {
+      switch (n->op()) {
+        case Op::Placeholder: {
+          Input in{new_slot(n), std::string(n->name()), false, {}, nullptr};
+          if (!n->args().empty()) {
+            in.has_default = true;
+            in.default_value = untyped(n->args().front(), n);
+            if (in.default_value.isNone() && !n->args().front().is_none())
+              throw FormatError(where(n) + "a placeholder default must be a constant");
+          }
+          if (n->has_meta())
+            for (auto& kv : n->meta())
+              if (kv.first == "tensor_meta") in.meta = &kv.second;
+          plan_.inputs.push_back(std::move(in));
+          break;
+        }
+        case Op::GetAttr: {
+          auto it = tensors_.find(n->target().str().get());
+          if (it == tensors_.end())
+            throw FormatError(where(n) + "get_attr of '" + n->target().str().get() +
+                              "', which is not one of the module's tensors");
+          break;  // read as a constant by its users
+        }
+        case Op::CallFunction:
+          plan_.instrs.push_back(compile_call(n));
+          for (Node* dead : lu.freed_after(*n))
+            if (slots_[dead->index()] != kNoSlot) plan_.instrs.back().frees.push_back(slots_[dead->index()]);
+          break;
+        case Op::Output:
+          if (seen_output) throw FormatError(where(n) + "a graph has one output node");
+          seen_output = true;
+          if (n->args().size() != 1) throw FormatError(where(n) + "output takes one argument");
+          plan_.output = operand(n->args().front(), nullptr, 0, n);
+          break;
+        case Op::CallMethod:
+        case Op::CallModule:
+          throw FormatError(where(n) + "is a " + op_name(n->op()) +
+                            " node; the runtime runs lowered graphs (ATen operators and primitives only): "
+                            "lower the model with fxcpp.aten.lower first");
+        case Op::Root:
+          break;
+      }
+    }
+    if (!seen_output) throw FormatError("fxcpp::torch: the graph has no output node");
+    plan_.num_slots = next_slot_;
+  }
+
+ private:
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
+
+  static std::string where(const Node* n) { return "fxcpp::torch: node '" + std::string(n->name()) + "' "; }
+
+  uint32_t new_slot(const Node* n) { return slots_[n->index()] = next_slot_++; }
+
+  Instr compile_call(Node* n) {
+    Instr in;
+    in.node = n;
+    const Object& fn = n->target().fn();
+    if (const AtenOp* op = as_aten_op(fn)) {
+      in.op = op;
+      bind_schema(n, op, in);
+      in.num_returns = static_cast<uint32_t>(op->handle.schema().returns().size());
+    } else if (as_primitive(fn, &in.prim)) {
+      compile_primitive(n, in);
+    } else {
+      throw FormatError(where(n) + "calls " + n->target().fn().repr() +
+                        ", which the runtime cannot run: targets must be aten_op(...) or primitive(...)");
+    }
+    in.out = new_slot(n);
+    return in;
+  }
+
+  // Binds args/kwargs to the schema's arguments as Python would, filling
+  // defaults, and converts each to the schema's type.
+  void bind_schema(Node* n, const AtenOp* op, Instr& in) {
+    const c10::FunctionSchema& schema = op->handle.schema();
+    const auto& params = schema.arguments();
+    auto args = n->args();
+    const KwArgs& kwargs = n->kwargs();
+    size_t positional = 0;
+    while (positional < params.size() && !params[positional].kwarg_only()) ++positional;
+    if (args.size() > positional)
+      throw FormatError(where(n) + "passes " + std::to_string(args.size()) + " positional arguments to " +
+                        op->qualified + ", which takes at most " + std::to_string(positional) + ": " +
+                        schema_text(schema));
+    std::vector<const Argument*> bound(params.size(), nullptr);
+    for (size_t i = 0; i < args.size(); ++i) bound[i] = &args.data()[i];
+    for (auto& kv : kwargs) {
+      size_t i = 0;
+      while (i < params.size() && params[i].name() != kv.first) ++i;
+      if (i == params.size())
+        throw FormatError(where(n) + "passes keyword '" + kv.first + "', which " + op->qualified +
+                          " does not take: " + schema_text(schema));
+      if (bound[i]) throw FormatError(where(n) + "passes '" + kv.first + "' twice");
+      bound[i] = &kv.second;
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      const c10::Argument& p = params[i];
+      if (p.alias_info() && p.alias_info()->isWrite() && p.kwarg_only() && !bound[i])
+        throw FormatError(where(n) + "calls the out= overload " + op->qualified + " without '" + p.name() + "'");
+      if (bound[i]) {
+        in.operands.push_back(operand(*bound[i], &p, 0, n));
+      } else if (p.default_value()) {
+        Operand c;
+        c.value = *p.default_value();
+        in.operands.push_back(std::move(c));
+      } else {
+        throw FormatError(where(n) + "does not pass '" + p.name() + "', which " + op->qualified +
+                          " requires: " + schema_text(schema));
+      }
+    }
+  }
+
+  static std::string schema_text(const c10::FunctionSchema& s) {
+    std::ostringstream os;
+    os << s;
+    return os.str();
+  }
+
+  void compile_primitive(Node* n, Instr& in) {
+    auto args = n->args();
+    size_t want = in.prim == Primitive::Neg ? 1 : 2;
+    if (args.size() != want || !n->kwargs().empty())
+      throw FormatError(where(n) + primitive_name(in.prim) + " takes " + std::to_string(want) +
+                        " positional arguments");
+    if (in.prim == Primitive::GetAttr) {
+      if (!args.data()[1].is_string())
+        throw FormatError(where(n) + "getattr needs a constant attribute name");
+      const std::string& a = args.data()[1].as_string();
+      if (a == "shape") in.attr = Attr::Shape;
+      else if (a == "dtype") in.attr = Attr::Dtype;
+      else if (a == "device") in.attr = Attr::Device;
+      else if (a == "ndim") in.attr = Attr::Ndim;
+      else throw FormatError(where(n) + "getattr of '" + a + "': the runtime reads shape, dtype, device and ndim");
+      in.operands.push_back(operand(args.data()[0], nullptr, 0, n));
+      return;
+    }
+    for (const Argument& a : args) in.operands.push_back(operand(a, nullptr, 0, n));
+  }
+
+  // An Argument as an operand. `param` (may be null: untyped) gives the
+  // schema type the value must have.
+  Operand operand(const Argument& a, const c10::Argument* param, int depth, const Node* n) {
+    if (depth > 64) throw FormatError(where(n) + "has arguments nested too deeply");
+    return param ? typed(a, param->type(), param->N(), depth, n, param->name())
+                 : untyped_operand(a, depth, n);
+  }
+
+  Operand node_operand(Node* v, const Node* n) {
+    Operand o;
+    if (v->graph() != &graph_) throw FormatError(where(n) + "uses a node of another graph");
+    if (v->op() == Op::GetAttr) {
+      o.value = *tensors_.at(v->target().str().get());
+      return o;
+    }
+    uint32_t s = slots_[v->index()];
+    if (s == kNoSlot)
+      throw FormatError(where(n) + "uses '" + std::string(v->name()) + "', which produces no value (or comes later)");
+    o.kind = Operand::Kind::Slot;
+    o.slot = s;
+    return o;
+  }
+
+  Operand untyped_operand(const Argument& a, int depth, const Node* n) {
+    Operand o;
+    switch (a.kind()) {
+      case ArgKind::NodeRef:
+        return node_operand(a.as_node(), n);
+      case ArgKind::Tuple:
+      case ArgKind::List: {
+        bool all_const = true;
+        for (auto& item : a.items()) {
+          o.items.push_back(operand(item, nullptr, depth + 1, n));
+          all_const &= o.items.back().kind == Operand::Kind::Const;
+        }
+        o.kind = a.kind() == ArgKind::Tuple ? Operand::Kind::Tuple : Operand::Kind::GenericList;
+        if (all_const) {
+          o.value = eval_static(o);
+          o.kind = Operand::Kind::Const;
+          o.items.clear();
+        }
+        return o;
+      }
+      case ArgKind::Dict: {
+        o.kind = Operand::Kind::Dict;
+        for (auto& kv : a.pairs()) {
+          if (!kv.first.is_string() && kv.first.kind() != ArgKind::Int)
+            throw FormatError(where(n) + "has a dict whose keys are not str or int");
+          o.items.push_back(operand(kv.first, nullptr, depth + 1, n));
+          o.items.push_back(operand(kv.second, nullptr, depth + 1, n));
+        }
+        o.key_type = !a.pairs().empty() && a.pairs().front().first.kind() == ArgKind::Int
+                         ? c10::TypePtr(c10::IntType::get())
+                         : c10::TypePtr(c10::StringType::get());
+        for (auto& kv : a.pairs())
+          if ((kv.first.kind() == ArgKind::Int) != (o.key_type->kind() == c10::TypeKind::IntType))
+            throw FormatError(where(n) + "has a dict with keys of mixed types");
+        return o;
+      }
+      case ArgKind::Slice:
+        o.kind = Operand::Kind::Slice;
+        o.items.push_back(operand(a.slice_start(), nullptr, depth + 1, n));
+        o.items.push_back(operand(a.slice_stop(), nullptr, depth + 1, n));
+        o.items.push_back(operand(a.slice_step(), nullptr, depth + 1, n));
+        return o;
+      default:
+        o.value = untyped(a, n);
+        return o;
+    }
+  }
+
+  // A scalar constant with no schema to follow.
+  c10::IValue untyped(const Argument& a, const Node* n) {
+    switch (a.kind()) {
+      case ArgKind::None: return {};
+      case ArgKind::Bool: return a.as_bool();
+      case ArgKind::Int: return a.as_int();
+      case ArgKind::Double: return a.as_double();
+      case ArgKind::String: return a.as_string();
+      case ArgKind::Foreign:
+        if (const TorchConstant* c = as_torch_constant(a.as_object())) return c->value;
+        throw FormatError(where(n) + "has an argument the runtime cannot represent: " + a.as_object().repr());
+      default:
+        return {};
+    }
+  }
+
+  static c10::IValue eval_static(const Operand& o) {
+    std::vector<c10::IValue> items;
+    for (auto& i : o.items) items.push_back(i.value);
+    if (o.kind == Operand::Kind::Tuple) return c10::ivalue::Tuple::create(std::move(items));
+    c10::impl::GenericList l(c10::AnyType::get());
+    for (auto& i : items) l.push_back(i);
+    return l;
+  }
+
+ public:
+  static at::Tensor wrapped_number(const c10::IValue& v) {
+    if (v.isInt()) return wrapped_number(Argument::integer(v.toInt()));
+    if (v.isDouble()) return wrapped_number(Argument::real(v.toDouble()));
+    return wrapped_number(Argument::boolean(v.toBool()));
+  }
+  static at::Tensor wrapped_number(const Argument& a) {
+    static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::scalar_tensor", "");
+    std::vector<c10::IValue> stack;
+    c10::ScalarType dtype = a.kind() == ArgKind::Int      ? c10::ScalarType::Long
+                            : a.kind() == ArgKind::Double ? c10::ScalarType::Double
+                                                          : c10::ScalarType::Bool;
+    stack.emplace_back(a.kind() == ArgKind::Int      ? c10::IValue(a.as_int())
+                       : a.kind() == ArgKind::Double ? c10::IValue(a.as_double())
+                                                     : c10::IValue(a.as_bool()));
+    stack.emplace_back(static_cast<int64_t>(dtype));
+    stack.emplace_back();
+    stack.emplace_back();
+    stack.emplace_back();
+    op.callBoxed(&stack);
+    at::Tensor t = stack[0].toTensor();
+    t.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return t;
+  }
+
+  [[noreturn]] void type_error(const Argument& a, const c10::TypePtr& t, const Node* n, const std::string& pname) {
+    std::string got;
+    switch (a.kind()) {
+      case ArgKind::None: got = "None"; break;
+      case ArgKind::Bool: got = "a bool"; break;
+      case ArgKind::Int: got = "an int"; break;
+      case ArgKind::Double: got = "a float"; break;
+      case ArgKind::String: got = "a str"; break;
+      case ArgKind::Tuple: got = "a tuple"; break;
+      case ArgKind::List: got = "a list"; break;
+      case ArgKind::Dict: got = "a dict"; break;
+      case ArgKind::Slice: got = "a slice"; break;
+      case ArgKind::NodeRef: got = "a node"; break;
+      case ArgKind::Foreign: got = a.as_object().repr(); break;
+    }
+    throw FormatError(where(n) + "passes " + got + " as '" + pname + "', which has type " + t->str());
+  }
+
+  Operand typed(const Argument& a, const c10::TypePtr& t, c10::optional<int32_t> N, int depth, const Node* n,
+                const std::string& pname) {
+    using K = c10::TypeKind;
+    Operand o;
+    if (a.is_node()) {
+      o = node_operand(a.as_node(), n);
+      c10::TypePtr base = t->kind() == K::OptionalType ? t->containedType(0) : t;
+      if (o.kind == Operand::Kind::Slot && base->kind() == K::FloatType) o.kind = Operand::Kind::SlotToDouble;
+      if (o.kind == Operand::Kind::Slot && base->kind() == K::TensorType) o.kind = Operand::Kind::SlotToTensor;
+      return o;
+    }
+    switch (t->kind()) {
+      case K::OptionalType:
+        if (a.is_none()) return o;
+        return typed(a, t->containedType(0), N, depth, n, pname);
+      case K::AnyType:
+        return untyped_operand(a, depth, n);
+      case K::IntType:
+      case K::SymIntType:
+        if (a.kind() == ArgKind::Int) o.value = a.as_int();
+        else if (a.kind() == ArgKind::Bool) o.value = static_cast<int64_t>(a.as_bool());
+        else if (a.kind() == ArgKind::Foreign && as_torch_constant(a.as_object()) &&
+                 as_torch_constant(a.as_object())->kind != TorchConstant::Kind::Device)
+          o.value = as_torch_constant(a.as_object())->value;
+        else type_error(a, t, n, pname);
+        return o;
+      case K::FloatType:
+        if (a.kind() == ArgKind::Double) o.value = a.as_double();
+        else if (a.kind() == ArgKind::Int) o.value = static_cast<double>(a.as_int());
+        else type_error(a, t, n, pname);
+        return o;
+      case K::BoolType:
+        if (a.kind() == ArgKind::Bool) o.value = a.as_bool();
+        else if (a.kind() == ArgKind::Int && (a.as_int() == 0 || a.as_int() == 1)) o.value = a.as_int() == 1;
+        else type_error(a, t, n, pname);
+        return o;
+      case K::NumberType:
+        if (a.kind() == ArgKind::Int) o.value = a.as_int();
+        else if (a.kind() == ArgKind::Double) o.value = a.as_double();
+        else if (a.kind() == ArgKind::Bool) o.value = a.as_bool();
+        else type_error(a, t, n, pname);
+        return o;
+      case K::StringType:
+        if (!a.is_string()) type_error(a, t, n, pname);
+        o.value = a.as_string();
+        return o;
+      case K::DeviceObjType:
+        if (a.kind() == ArgKind::Foreign && as_torch_constant(a.as_object()) &&
+            as_torch_constant(a.as_object())->kind == TorchConstant::Kind::Device)
+          o.value = as_torch_constant(a.as_object())->value;
+        else if (a.is_string())
+          o.value = as_torch_constant(torch_constant(TorchConstant::Kind::Device, a.as_string()))->value;
+        else type_error(a, t, n, pname);
+        return o;
+      case K::ListType:
+        return typed_list(a, t, N, depth, n, pname);
+      case K::TensorType:
+        // A number where the schema takes a Tensor: torch's Python binding
+        // wraps it in a 0-dim "wrapped number" tensor (which type promotion
+        // treats like a Python scalar); so does the runtime, once, here.
+        if (a.kind() == ArgKind::Int || a.kind() == ArgKind::Double || a.kind() == ArgKind::Bool) {
+          o.value = wrapped_number(a);
+          return o;
+        }
+        type_error(a, t, n, pname);
+      default:
+        if (t->kind() == K::TensorType) type_error(a, t, n, pname);
+        throw FormatError(where(n) + "passes '" + pname + "' of type " + t->str() +
+                          ", which the runtime does not support yet");
+    }
+  }
+
+  Operand typed_list(const Argument& a, const c10::TypePtr& t, c10::optional<int32_t> N, int depth, const Node* n,
+                     const std::string& pname) {
+    using K = c10::TypeKind;
+    const c10::TypePtr& elem = t->containedType(0);
+    std::vector<Argument> items;
+    if (a.is_sequence()) {
+      items = a.items();
+    } else if (N && (a.kind() == ArgKind::Int || a.kind() == ArgKind::Bool || a.kind() == ArgKind::Double)) {
+      items.assign(static_cast<size_t>(*N), a);  // int[2] given as one int, as torch's parser broadcasts
+    } else {
+      type_error(a, t, n, pname);
+    }
+    Operand o;
+    bool all_const = true;
+    for (auto& item : items) {
+      o.items.push_back(typed(item, elem, c10::nullopt, depth + 1, n, pname));
+      all_const &= o.items.back().kind == Operand::Kind::Const;
+    }
+    c10::TypePtr base = elem->kind() == K::OptionalType ? elem->containedType(0) : elem;
+    bool optional = elem->kind() == K::OptionalType;
+    switch (base->kind()) {
+      case K::IntType:
+      case K::SymIntType: o.kind = Operand::Kind::IntList; break;
+      case K::FloatType: o.kind = Operand::Kind::DoubleList; break;
+      case K::BoolType: o.kind = Operand::Kind::BoolList; break;
+      case K::TensorType: o.kind = optional ? Operand::Kind::OptTensorList : Operand::Kind::TensorList; break;
+      default:
+        throw FormatError(where(n) + "passes '" + pname + "' of type " + t->str() +
+                          ", which the runtime does not support yet");
+    }
+    if (optional && o.kind != Operand::Kind::OptTensorList)
+      throw FormatError(where(n) + "passes '" + pname + "' of type " + t->str() +
+                        ", which the runtime does not support yet");
+    if (all_const) {
+      o.value = build_list(o, [](const Operand& i) { return i.value; });
+      o.kind = Operand::Kind::Const;
+      o.items.clear();
+    }
+    return o;
+  }
+
+ public:
+  template <typename Eval>
+  static c10::IValue build_list(const Operand& o, Eval&& eval) {
+    auto bad = [](const c10::IValue& v, const char* want) {
+      return Error(std::string("fxcpp::torch: a list item is ") + describe(v) + ", expected " + want);
+    };
+    switch (o.kind) {
+      case Operand::Kind::IntList: {
+        c10::List<int64_t> l;
+        l.reserve(o.items.size());
+        for (auto& i : o.items) {
+          c10::IValue v = eval(i);
+          if (!v.isInt()) throw bad(v, "an int");
+          l.push_back(v.toInt());
+        }
+        return l;
+      }
+      case Operand::Kind::DoubleList: {
+        c10::List<double> l;
+        for (auto& i : o.items) {
+          c10::IValue v = eval(i);
+          if (v.isInt()) l.push_back(static_cast<double>(v.toInt()));
+          else if (v.isDouble()) l.push_back(v.toDouble());
+          else throw bad(v, "a float");
+        }
+        return l;
+      }
+      case Operand::Kind::BoolList: {
+        c10::List<bool> l;
+        for (auto& i : o.items) {
+          c10::IValue v = eval(i);
+          if (!v.isBool()) throw bad(v, "a bool");
+          l.push_back(v.toBool());
+        }
+        return l;
+      }
+      case Operand::Kind::TensorList: {
+        c10::List<at::Tensor> l;
+        l.reserve(o.items.size());
+        for (auto& i : o.items) {
+          c10::IValue v = eval(i);
+          if (!v.isTensor()) throw bad(v, "a Tensor");
+          l.push_back(v.toTensor());
+        }
+        return l;
+      }
+      case Operand::Kind::OptTensorList: {
+        c10::List<c10::optional<at::Tensor>> l;
+        for (auto& i : o.items) {
+          c10::IValue v = eval(i);
+          if (v.isNone()) l.push_back(c10::nullopt);
+          else if (v.isTensor()) l.push_back(v.toTensor());
+          else throw bad(v, "a Tensor or None");
+        }
+        return l;
+      }
+      default:
+        return {};
+    }
+  }
+
+ private:
+  const Graph& graph_;
+  Plan& plan_;
+  std::vector<uint32_t> slots_;
+  uint32_t next_slot_ = 0;
+  std::unordered_map<std::string, const at::Tensor*> tensors_;
+};
+
+}  // namespace
+
+// ---- running ----------------------------------------------------------------------
+
+c10::IValue Plan::eval(const Operand& o, Frame& f) const {
+  using K = Operand::Kind;
+  switch (o.kind) {
+    case K::Const: return o.value;
+    case K::Slot: return f.slots[o.slot];
+    case K::SlotToDouble: {
+      const c10::IValue& v = f.slots[o.slot];
+      return v.isInt() ? c10::IValue(static_cast<double>(v.toInt())) : v;
+    }
+    case K::SlotToTensor: {
+      const c10::IValue& v = f.slots[o.slot];
+      if (v.isInt() || v.isDouble() || v.isBool()) return Compiler::wrapped_number(v);
+      return v;
+    }
+    case K::Tuple: {
+      std::vector<c10::IValue> items;
+      items.reserve(o.items.size());
+      for (auto& i : o.items) items.push_back(eval(i, f));
+      return c10::ivalue::Tuple::create(std::move(items));
+    }
+    case K::GenericList: {
+      std::vector<c10::IValue> items;
+      bool tensors = !o.items.empty();
+      for (auto& i : o.items) {
+        items.push_back(eval(i, f));
+        tensors &= items.back().isTensor();
+      }
+      if (tensors) {
+        c10::List<at::Tensor> l;
+        for (auto& v : items) l.push_back(v.toTensor());
+        return l;
+      }
+      c10::impl::GenericList l(c10::AnyType::get());
+      for (auto& v : items) l.push_back(std::move(v));
+      return l;
+    }
+    case K::Dict: {
+      c10::impl::GenericDict d(o.key_type, c10::AnyType::get());
+      for (size_t i = 0; i + 1 < o.items.size(); i += 2) d.insert_or_assign(eval(o.items[i], f), eval(o.items[i + 1], f));
+      return d;
+    }
+    case K::Slice:
+      throw Error("fxcpp::torch: a slice is only valid as a getitem index");
+    default:
+      return Compiler::build_list(o, [&](const Operand& i) { return eval(i, f); });
+  }
+}
+
+void Plan::run_primitive(const Instr& in, Frame& f) const {
+  c10::IValue& out = f.slots[in.out];
+  if (in.prim == Primitive::GetAttr) {
+    c10::IValue v = eval(in.operands[0], f);
+    if (!v.isTensor()) throw Error("getattr of " + describe(v) + ": the runtime reads attributes of tensors only");
+    const at::Tensor& t = v.toTensor();
+    switch (in.attr) {
+      case Attr::Shape: out = c10::List<int64_t>(t.sizes()); break;
+      case Attr::Dtype: out = static_cast<int64_t>(t.scalar_type()); break;
+      case Attr::Device: out = t.device(); break;
+      case Attr::Ndim: out = static_cast<int64_t>(t.dim()); break;
+    }
+    return;
+  }
+  if (in.prim == Primitive::GetItem) {
+    c10::IValue seq = eval(in.operands[0], f);
+    c10::ArrayRef<c10::IValue> items;
+    if (seq.isTuple()) items = seq.toTupleRef().elements();
+    else if (seq.isList()) items = seq.toListRef();
+    else throw Error("getitem of " + describe(seq) + ": the runtime indexes tuples and lists only");
+    const int64_t size = static_cast<int64_t>(items.size());
+    const Operand& idx = in.operands[1];
+    if (idx.kind == Operand::Kind::Slice) {
+      auto part = [&](size_t k, int64_t dflt) -> c10::optional<int64_t> {
+        c10::IValue v = eval(idx.items[k], f);
+        if (v.isNone()) return c10::nullopt;
+        if (!v.isInt()) throw Error("slice bounds must be ints, got " + describe(v));
+        (void)dflt;
+        return v.toInt();
+      };
+      auto ostep = part(2, 1);
+      int64_t step = ostep ? *ostep : 1;
+      if (step == 0) throw Error("slice step cannot be zero");
+      auto clamp = [&](c10::optional<int64_t> v, int64_t dflt) {
+        if (!v) return dflt;
+        int64_t x = *v < 0 ? *v + size : *v;
+        int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? size : size - 1;
+        return x < lo ? lo : (x > hi ? hi : x);
+      };
+      int64_t start = clamp(part(0, 0), step > 0 ? 0 : size - 1);
+      int64_t stop = clamp(part(1, 0), step > 0 ? size : -1);
+      std::vector<c10::IValue> picked;
+      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) picked.push_back(items[static_cast<size_t>(i)]);
+      if (seq.isTuple()) {
+        out = c10::ivalue::Tuple::create(std::move(picked));
+      } else {
+        c10::impl::GenericList l(seq.toList().elementType());
+        for (auto& v : picked) l.push_back(std::move(v));
+        out = l;
+      }
+      return;
+    }
+    c10::IValue iv = eval(idx, f);
+    if (!iv.isInt()) throw Error("getitem index must be an int or a slice, got " + describe(iv));
+    int64_t i = iv.toInt();
+    if (i < 0) i += size;
+    if (i < 0 || i >= size)
+      throw Error("getitem index " + std::to_string(iv.toInt()) + " is out of range for " + std::to_string(size) + " items");
+    out = items[static_cast<size_t>(i)];
+    return;
+  }
+  c10::IValue a = eval(in.operands[0], f);
+  if (in.prim == Primitive::Neg) {
+    if (a.isInt()) out = -a.toInt();
+    else if (a.isDouble()) out = -a.toDouble();
+    else throw Error(std::string("operator.neg of ") + describe(a));
+    return;
+  }
+  c10::IValue b = eval(in.operands[1], f);
+  if (in.prim == Primitive::Add && (a.isList() || a.isTuple()) && (b.isList() || b.isTuple())) {
+    std::vector<c10::IValue> all;
+    for (auto* s : {&a, &b})
+      for (auto& v : s->isTuple() ? s->toTupleRef().elements() : s->toListRef()) all.push_back(v);
+    if (a.isTuple()) {
+      out = c10::ivalue::Tuple::create(std::move(all));
+    } else {
+      c10::impl::GenericList l(a.toList().elementType());
+      for (auto& v : all) l.push_back(std::move(v));
+      out = l;
+    }
+    return;
+  }
+  bool ints = (a.isInt() || a.isBool()) && (b.isInt() || b.isBool());
+  if (!ints && !((a.isInt() || a.isDouble()) && (b.isInt() || b.isDouble())))
+    throw Error(std::string(primitive_name(in.prim)) + " of " + describe(a) + " and " + describe(b) +
+                ": primitives compute on ints and floats only");
+  if (ints) {
+    int64_t x = a.isBool() ? a.toBool() : a.toInt(), y = b.isBool() ? b.toBool() : b.toInt();
+    switch (in.prim) {
+      case Primitive::Add: out = x + y; return;
+      case Primitive::Sub: out = x - y; return;
+      case Primitive::Mul: out = x * y; return;
+      case Primitive::FloorDiv:
+        if (y == 0) throw Error("integer division or modulo by zero");
+        out = floordiv(x, y);
+        return;
+      case Primitive::Mod:
+        if (y == 0) throw Error("integer division or modulo by zero");
+        out = pymod(x, y);
+        return;
+      case Primitive::TrueDiv:
+        if (y == 0) throw Error("division by zero");
+        out = static_cast<double>(x) / static_cast<double>(y);
+        return;
+      default: break;
+    }
+  }
+  double x = a.isInt() ? static_cast<double>(a.toInt()) : a.toDouble();
+  double y = b.isInt() ? static_cast<double>(b.toInt()) : b.toDouble();
+  switch (in.prim) {
+    case Primitive::Add: out = x + y; return;
+    case Primitive::Sub: out = x - y; return;
+    case Primitive::Mul: out = x * y; return;
+    case Primitive::FloorDiv:
+      if (y == 0) throw Error("float floor division by zero");
+      out = std::floor(x / y);
+      return;
+    case Primitive::Mod: {
+      if (y == 0) throw Error("float modulo");
+      double r = std::fmod(x, y);
+      if (r != 0 && ((r < 0) != (y < 0))) r += y;
+      out = r;
+      return;
+    }
+    case Primitive::TrueDiv:
+      if (y == 0) throw Error("float division by zero");
+      out = x / y;
+      return;
+    default: break;
+  }
+}
+
+void Plan::check_inputs(const std::vector<c10::IValue>& args) const {
+  size_t required = 0;
+  for (auto& in : inputs) required += in.has_default ? 0 : 1;
+  if (args.size() < required || args.size() > inputs.size()) {
+    std::string names;
+    for (auto& in : inputs) names += (names.empty() ? "" : ", ") + in.name;
+    throw InputError("fxcpp::torch: forward expects " +
+                     (required == inputs.size() ? std::to_string(required)
+                                                : std::to_string(required) + " to " + std::to_string(inputs.size())) +
+                     " inputs (" + names + "), got " + std::to_string(args.size()));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Input& in = inputs[i];
+    if (!in.meta) continue;
+    std::string who = "fxcpp::torch: input " + std::to_string(i) + " ('" + in.name + "'): ";
+    const c10::IValue& v = args[i];
+    if (in.meta->kind() == ArgKind::Dict) {
+      if (!v.isTensor()) throw InputError(who + "expected a Tensor, got " + describe(v));
+      const Argument* shape = find_key(*in.meta, "shape");
+      if (shape && shape->is_sequence() && static_cast<int64_t>(shape->items().size()) != v.toTensor().dim())
+        throw InputError(who + "expected a " + std::to_string(shape->items().size()) +
+                         "-dimensional tensor, got one with " + std::to_string(v.toTensor().dim()) + " dimensions");
+    } else if (in.meta->is_sequence()) {
+      size_t want = in.meta->items().size();
+      if (!v.isList() && !v.isTuple())
+        throw InputError(who + "expected a sequence of " + std::to_string(want) + " values, got " + describe(v));
+    }
+  }
+}
+
+std::unique_ptr<Frame> Plan::take_frame() const {
+  {
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    if (!pool_.empty()) {
+      auto f = std::move(pool_.back());
+      pool_.pop_back();
+      return f;
+    }
+  }
+  auto f = std::make_unique<Frame>();
+  f->slots.resize(num_slots);
+  f->stack.reserve(32);
+  return f;
+}
+
+void Plan::give_frame(std::unique_ptr<Frame> f) const {
+  for (auto& s : f->slots) s = c10::IValue();  // a pooled frame keeps no tensor alive
+  f->stack.clear();
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  if (pool_.size() < 64) pool_.push_back(std::move(f));
+}
+
+c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
+  check_inputs(args);
+  c10::InferenceMode guard;
+  std::unique_ptr<Frame> frame = take_frame();
+  struct Return {
+    const Plan* p;
+    std::unique_ptr<Frame>& f;
+    ~Return() { p->give_frame(std::move(f)); }
+  } give_back{this, frame};
+  Frame& f = *frame;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    f.slots[inputs[i].slot] = i < args.size() ? std::move(args[i]) : inputs[i].default_value;
+  for (const Instr& in : instrs) {
+    try {
+      if (in.op) {
+        auto& stack = f.stack;
+        for (const Operand& o : in.operands) stack.push_back(eval(o, f));
+        in.op->handle.callBoxed(&stack);
+        if (in.num_returns == 1) {
+          f.slots[in.out] = std::move(stack[0]);
+        } else if (in.num_returns == 0) {
+          f.slots[in.out] = c10::IValue();
+        } else {
+          f.slots[in.out] = c10::ivalue::Tuple::create(std::vector<c10::IValue>(stack.begin(), stack.end()));
+        }
+        stack.clear();
+      } else {
+        run_primitive(in, f);
+      }
+    } catch (const c10::Error& e) {
+      f.stack.clear();
+      throw Error("fxcpp::torch: node '" + std::string(in.node->name()) + "' (" +
+                  (in.op ? in.op->qualified : std::string(primitive_name(in.prim))) +
+                  ") failed: " + e.what_without_backtrace());
+    } catch (const InputError&) {
+      throw;
+    } catch (const Error& e) {
+      f.stack.clear();
+      throw Error("fxcpp::torch: node '" + std::string(in.node->name()) + "' (" +
+                  (in.op ? in.op->qualified : std::string(primitive_name(in.prim))) + ") failed: " + e.what());
+    }
+    for (uint32_t s : in.frees) f.slots[s] = c10::IValue();
+  }
+  return eval(output, f);
+}
+
+// ---- Module -----------------------------------------------------------------------
+
+Module::Module(std::unique_ptr<Graph> graph, std::vector<NamedTensor> tensors)
+    : graph_(std::move(graph)), tensors_(std::move(tensors)), plan_(std::make_unique<Plan>()) {
+  if (!graph_) throw FormatError("fxcpp::torch: Module needs a graph");
+  Compiler(*graph_, tensors_, *plan_).compile();
+}
+Module::Module(Module&&) noexcept = default;
+Module& Module::operator=(Module&&) noexcept = default;
+Module::~Module() = default;
+
+c10::IValue Module::forward(std::vector<c10::IValue> inputs) const { return plan_->run(inputs); }
+
+const at::Tensor* Module::find_tensor(const std::string& name) const {
+  for (auto& t : tensors_)
+    if (t.name == name) return &t.tensor;
+  return nullptr;
+}
+
+std::vector<std::string> Module::input_names() const {
+  std::vector<std::string> names;
+  for (auto& in : plan_->inputs) names.push_back(in.name);
+  return names;
+}
+
+size_t Module::num_instructions() const { return plan_->instrs.size(); }
+
+}  // namespace fxcpp::torch
