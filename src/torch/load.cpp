@@ -445,15 +445,15 @@ std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std:
   return read_archive(archive);
 }
 
-Module load(const std::string& path) {
+Module load(const std::string& path, ModuleOptions options) {
   auto [graph, tensors] = read_file(path);
-  return Module(std::move(graph), std::move(tensors));
+  return Module(std::move(graph), std::move(tensors), options);
 }
 
-Module load_from_buffer(const void* data, size_t size) {
+Module load_from_buffer(const void* data, size_t size, ModuleOptions options) {
   Archive archive(std::make_shared<MemoryAdapter>(data, size));
   auto [graph, tensors] = read_archive(archive);
-  return Module(std::move(graph), std::move(tensors));
+  return Module(std::move(graph), std::move(tensors), options);
 }
 
 std::string graph_json(const std::string& path) {

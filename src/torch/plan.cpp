@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/InferenceMode.h>
 
 #include <cmath>
@@ -51,6 +52,14 @@ struct Instr {
   std::vector<Operand> operands;
   std::vector<uint32_t> frees;
   const Node* node = nullptr;
+  // Memory planning (Note [Memory planning]): a managed instruction writes
+  // into the frame's out tensor `managed` through `out_op`, whose operands
+  // are `out_operands` followed by that tensor. `buffer` is the storage the
+  // out tensor shares with the values whose lifetimes do not overlap its own.
+  int32_t managed = -1;
+  uint32_t buffer = 0;
+  const AtenOp* out_op = nullptr;
+  std::vector<Operand> out_operands;
 };
 
 struct Input {
@@ -64,6 +73,9 @@ struct Input {
 struct Frame {
   std::vector<c10::IValue> slots;
   std::vector<c10::IValue> stack;
+  std::vector<at::Tensor> outs;       ///< by Instr::managed; undefined until learned
+  std::vector<c10::Storage> buffers;  ///< by Instr::buffer
+  std::vector<int64_t> signature;     ///< input dtypes the outs were learned for
 };
 
 std::string describe(const c10::IValue& v) {
@@ -104,6 +116,8 @@ class Plan {
   std::vector<Input> inputs;
   Operand output;
   uint32_t num_slots = 0;
+  uint32_t num_managed = 0;  ///< instructions writing into planned buffers
+  uint32_t num_buffers = 0;  ///< storages they share
 
   c10::IValue run(std::vector<c10::IValue>& args) const;
 
@@ -111,6 +125,7 @@ class Plan {
   c10::IValue eval(const Operand& o, Frame& f) const;
   void run_primitive(const Instr& in, Frame& f) const;
   void check_inputs(const std::vector<c10::IValue>& args) const;
+  void learn_out(const Instr& in, Frame& f, const c10::IValue& result) const;
   std::unique_ptr<Frame> take_frame() const;
   void give_frame(std::unique_ptr<Frame> f) const;
 
@@ -129,7 +144,7 @@ class Compiler {
     for (auto& t : tensors) tensors_.emplace(t.name, &t.tensor);
   }
 
-  void compile() {
+  void compile(const ModuleOptions& options) {
     LastUses lu = last_uses(graph_);
     bool seen_output = false;
     for (Node* n : graph_.nodes()) {
@@ -177,6 +192,7 @@ class Compiler {
     }
     if (!seen_output) throw FormatError("fxcpp::torch: the graph has no output node");
     plan_.num_slots = next_slot_;
+    if (options.plan_memory) plan_memory(lu);
   }
 
  private:
@@ -184,7 +200,149 @@ class Compiler {
 
   static std::string where(const Node* n) { return "fxcpp::torch: node '" + std::string(n->name()) + "' "; }
 
-  uint32_t new_slot(const Node* n) { return slots_[n->index()] = next_slot_++; }
+  uint32_t new_slot(const Node* n) {
+    slot_nodes_.push_back(n);
+    return slots_[n->index()] = next_slot_++;
+  }
+
+  // ---- Note [Memory planning] ---------------------------------------------------------
+  // Like PyTorch's Static Runtime, a forward writes most intermediate tensors
+  // into storage the frame keeps from one call to the next, through the ops'
+  // out= overloads, instead of allocating a tensor per op:
+  // * Alias sets. A return the schema marks as aliasing an argument
+  //   (`Tensor(a) self -> Tensor(a)`: views, in-place ops) joins that
+  //   argument's set; getitem and list concatenation join their container's.
+  //   A set that holds a graph input or reaches the graph output is never
+  //   planned: the caller never receives a planned buffer.
+  // * Candidates. A call with one Tensor return that aliases nothing and
+  //   whose op has an out= overload taking the same arguments (found by
+  //   schema: `add.Tensor` -> `add.out`, `sum.dim_IntList` ->
+  //   `sum.IntList_out`; relu -> clamp_min.out(self, 0)).
+  // * Lifetimes. A candidate's value lives from its instruction to the last
+  //   reader of any member of its alias set (a view keeps its base alive).
+  //   Values whose lifetimes do not overlap share one storage, assigned by a
+  //   greedy interval colouring in program order; a value never shares with
+  //   one that its own instruction reads.
+  // * Learning. A frame's first forward calls the functional ops and keeps
+  //   an empty out tensor of each result's dtype over the shared storage;
+  //   later forwards call the out= overloads, which resize into it (storage
+  //   grows to the largest value it holds, then stays). The out tensors are
+  //   reset to size 0 after each forward, so a new input shape resizes
+  //   quietly, and are re-learned when the input dtypes change.
+  void plan_memory(const LastUses& lu) {
+    const uint32_t n = next_slot_;
+    std::vector<uint32_t> parent(n);
+    for (uint32_t i = 0; i < n; ++i) parent[i] = i;
+    auto find = [&](uint32_t x) {
+      while (parent[x] != x) x = parent[x] = parent[parent[x]];
+      return x;
+    };
+    auto unite = [&](uint32_t a, uint32_t b) { parent[find(a)] = find(b); };
+    auto each_slot = [&](const Operand& o, auto&& fn) {
+      auto rec = [&](const Operand& x, auto&& self) -> void {
+        if (x.kind == Operand::Kind::Slot || x.kind == Operand::Kind::SlotToTensor) fn(x.slot);
+        for (auto& i : x.items) self(i, self);
+      };
+      rec(o, rec);
+    };
+
+    std::vector<uint32_t> instr_of_slot(n, UINT32_MAX);
+    for (uint32_t k = 0; k < plan_.instrs.size(); ++k) instr_of_slot[plan_.instrs[k].out] = k;
+
+    for (Instr& in : plan_.instrs) {
+      if (!in.op) {
+        if (in.prim == Primitive::GetItem || in.prim == Primitive::Add)
+          for (auto& o : in.operands) each_slot(o, [&](uint32_t s) { unite(in.out, s); });
+        continue;
+      }
+      const auto& schema = in.op->handle.schema();
+      for (const c10::Argument& ret : schema.returns()) {
+        if (!ret.alias_info()) continue;
+        for (size_t a = 0; a < schema.arguments().size() && a < in.operands.size(); ++a) {
+          const c10::AliasInfo* ai = schema.arguments()[a].alias_info();
+          if (!ai) continue;
+          bool shares = false;
+          for (auto& sym : ret.alias_info()->beforeSets()) shares |= ai->beforeSets().count(sym) > 0;
+          for (auto& sym : ai->beforeSets()) shares |= sym.toUnqualString() == std::string("*");
+          for (auto& sym : ret.alias_info()->beforeSets()) shares |= sym.toUnqualString() == std::string("*");
+          if (shares) each_slot(in.operands[a], [&](uint32_t s) { unite(in.out, s); });
+        }
+      }
+    }
+
+    std::vector<char> escapes(n, 0);
+    for (auto& in : plan_.inputs) escapes[find(in.slot)] = 1;
+    each_slot(plan_.output, [&](uint32_t s) { escapes[find(s)] = 1; });
+
+    // The last instruction that reads any member of each set.
+    std::vector<uint32_t> set_end(n, 0);
+    for (uint32_t s = 0; s < n; ++s) {
+      Node* last = lu.last_user(*slot_nodes_[s]);
+      uint32_t end = instr_of_slot[s] == UINT32_MAX ? 0 : instr_of_slot[s];
+      if (last) {
+        uint32_t ls = slots_[last->index()];
+        if (last->op() == Op::Output) escapes[find(s)] = 1;
+        else if (ls != kNoSlot && instr_of_slot[ls] != UINT32_MAX) end = std::max(end, instr_of_slot[ls]);
+      }
+      uint32_t r = find(s);
+      set_end[r] = std::max(set_end[r], end);
+    }
+
+    // Greedy interval colouring in program order.
+    std::vector<uint32_t> buffer_end;  // by buffer: the last instruction reading its current value
+    for (uint32_t k = 0; k < plan_.instrs.size(); ++k) {
+      Instr& in = plan_.instrs[k];
+      if (!in.op || in.num_returns != 1 || escapes[find(in.out)]) continue;
+      const auto& ret = in.op->handle.schema().returns()[0];
+      if (ret.alias_info() || ret.type()->kind() != c10::TypeKind::TensorType) continue;
+      if (!attach_out_variant(in)) continue;
+      uint32_t end = set_end[find(in.out)];
+      uint32_t b = 0;
+      while (b < buffer_end.size() && buffer_end[b] >= k) ++b;
+      if (b == buffer_end.size()) buffer_end.push_back(end);
+      else buffer_end[b] = end;
+      in.buffer = b;
+      in.managed = static_cast<int32_t>(plan_.num_managed++);
+    }
+    plan_.num_buffers = static_cast<uint32_t>(buffer_end.size());
+  }
+
+  // Finds the out= overload taking the same arguments as `in.op`, and sets
+  // the operands it is called with. False when there is none.
+  static bool attach_out_variant(Instr& in) {
+    const c10::FunctionSchema& fn = in.op->handle.schema();
+    if (in.op->qualified == "aten::relu") {
+      in.out_op = as_aten_op(aten_op("aten::clamp_min.out"));
+      in.out_operands = {in.operands[0], Operand{}};
+      in.out_operands[1].value = int64_t(0);
+      return true;
+    }
+    const std::string& ov = fn.overload_name();
+    std::vector<std::string> candidates;
+    if (!ov.empty()) candidates.push_back(ov + "_out");
+    candidates.push_back("out");
+    for (const std::string& c : candidates) {
+      auto h = c10::Dispatcher::singleton().findSchema({fn.name(), c});
+      if (!h) continue;
+      const c10::FunctionSchema& os = h->schema();
+      const auto& oa = os.arguments();
+      if (oa.size() != fn.arguments().size() + 1 || os.returns().size() != 1) continue;
+      const c10::Argument& last = oa.back();
+      if (!last.kwarg_only() || !last.alias_info() || !last.alias_info()->isWrite() ||
+          last.type()->kind() != c10::TypeKind::TensorType)
+        continue;
+      bool same = true;
+      for (size_t i = 0; i < fn.arguments().size() && same; ++i)
+        same = oa[i].name() == fn.arguments()[i].name() && oa[i].type()->str() == fn.arguments()[i].type()->str() &&
+               oa[i].kwarg_only() == fn.arguments()[i].kwarg_only();
+      if (!same) continue;
+      in.out_op = as_aten_op(aten_op(fn.name() + "." + c));
+      in.out_operands = in.operands;
+      return true;
+    }
+    return false;
+  }
+
 
   Instr compile_call(Node* n) {
     Instr in;
@@ -589,6 +747,7 @@ class Compiler {
   const Graph& graph_;
   Plan& plan_;
   std::vector<uint32_t> slots_;
+  std::vector<const Node*> slot_nodes_;  ///< by slot
   uint32_t next_slot_ = 0;
   std::unordered_map<std::string, const at::Tensor*> tensors_;
 };
@@ -807,6 +966,18 @@ void Plan::check_inputs(const std::vector<c10::IValue>& args) const {
   }
 }
 
+// The out tensor a managed instruction writes into from the next forward on:
+// empty, of the functional result's dtype and dispatch keys, over the frame's
+// shared buffer (Note [Memory planning]).
+void Plan::learn_out(const Instr& in, Frame& f, const c10::IValue& result) const {
+  if (!result.isTensor()) return;
+  const at::Tensor& r = result.toTensor();
+  if (r.device().type() != c10::DeviceType::CPU || r.layout() != c10::Layout::Strided || r.is_quantized()) return;
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(f.buffers[in.buffer]), r.key_set(), r.dtype());
+  impl->set_sizes_contiguous({0});
+  f.outs[in.managed] = at::Tensor(std::move(impl));
+}
+
 std::unique_ptr<Frame> Plan::take_frame() const {
   {
     std::lock_guard<std::mutex> lock(pool_mutex_);
@@ -819,12 +990,18 @@ std::unique_ptr<Frame> Plan::take_frame() const {
   auto f = std::make_unique<Frame>();
   f->slots.resize(num_slots);
   f->stack.reserve(32);
+  f->outs.resize(num_managed);
+  for (uint32_t b = 0; b < num_buffers; ++b)
+    f->buffers.emplace_back(c10::Storage::use_byte_size_t(), 0, c10::GetCPUAllocator(), /*resizable=*/true);
   return f;
 }
 
 void Plan::give_frame(std::unique_ptr<Frame> f) const {
-  for (auto& s : f->slots) s = c10::IValue();  // a pooled frame keeps no tensor alive
+  for (auto& s : f->slots) s = c10::IValue();  // a pooled frame keeps no caller-visible tensor alive
   f->stack.clear();
+  // Planned out tensors keep their storage but not their shape (Note [Memory planning]).
+  for (auto& t : f->outs)
+    if (t.defined()) t.unsafeGetTensorImpl()->set_sizes_contiguous({0});
   std::lock_guard<std::mutex> lock(pool_mutex_);
   if (pool_.size() < 64) pool_.push_back(std::move(f));
 }
@@ -839,14 +1016,36 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
     ~Return() { p->give_frame(std::move(f)); }
   } give_back{this, frame};
   Frame& f = *frame;
+  if (num_managed) {
+    // Out tensors were learned for particular input dtypes; others re-learn them.
+    bool same = f.signature.size() == args.size();
+    for (size_t i = 0; i < args.size(); ++i) {
+      int64_t sig = args[i].isTensor() ? static_cast<int64_t>(args[i].toTensor().scalar_type()) : -1;
+      if (same && f.signature[i] != sig) same = false;
+      if (!same) break;
+    }
+    if (!same) {
+      f.signature.clear();
+      for (auto& a : args) f.signature.push_back(a.isTensor() ? static_cast<int64_t>(a.toTensor().scalar_type()) : -1);
+      for (auto& t : f.outs) t = at::Tensor();
+    }
+  }
   for (size_t i = 0; i < inputs.size(); ++i)
     f.slots[inputs[i].slot] = i < args.size() ? std::move(args[i]) : inputs[i].default_value;
   for (const Instr& in : instrs) {
     try {
-      if (in.op) {
+      if (in.managed >= 0 && f.outs[in.managed].defined()) {
+        auto& stack = f.stack;
+        for (const Operand& o : in.out_operands) stack.push_back(eval(o, f));
+        stack.emplace_back(f.outs[in.managed]);
+        in.out_op->handle.callBoxed(&stack);
+        f.slots[in.out] = std::move(stack[0]);
+        stack.clear();
+      } else if (in.op) {
         auto& stack = f.stack;
         for (const Operand& o : in.operands) stack.push_back(eval(o, f));
         in.op->handle.callBoxed(&stack);
+        if (in.managed >= 0) learn_out(in, f, stack[0]);
         if (in.num_returns == 1) {
           f.slots[in.out] = std::move(stack[0]);
         } else if (in.num_returns == 0) {
@@ -877,10 +1076,10 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
 
 // ---- Module -----------------------------------------------------------------------
 
-Module::Module(std::unique_ptr<Graph> graph, std::vector<NamedTensor> tensors)
+Module::Module(std::unique_ptr<Graph> graph, std::vector<NamedTensor> tensors, ModuleOptions options)
     : graph_(std::move(graph)), tensors_(std::move(tensors)), plan_(std::make_unique<Plan>()) {
   if (!graph_) throw FormatError("fxcpp::torch: Module needs a graph");
-  Compiler(*graph_, tensors_, *plan_).compile();
+  Compiler(*graph_, tensors_, *plan_).compile(options);
 }
 Module::Module(Module&&) noexcept = default;
 Module& Module::operator=(Module&&) noexcept = default;
@@ -901,5 +1100,9 @@ std::vector<std::string> Module::input_names() const {
 }
 
 size_t Module::num_instructions() const { return plan_->instrs.size(); }
+
+Module::PlanStats Module::plan_stats() const {
+  return {plan_->instrs.size(), plan_->num_managed, plan_->num_buffers};
+}
 
 }  // namespace fxcpp::torch

@@ -41,6 +41,14 @@ struct NamedTensor {
 
 class Plan;
 
+/// How a Module is compiled.
+struct ModuleOptions {
+  /// Plan memory: write intermediates into reused storage through out=
+  /// overloads (Note [Memory planning] in src/torch/plan.cpp). Off: every op
+  /// allocates its result, as eager PyTorch does.
+  bool plan_memory = true;
+};
+
 /// A graph plus the tensors it reads, compiled for execution. Movable, not
 /// copyable. forward() is thread-safe (it does not change the Module).
 class Module {
@@ -49,7 +57,7 @@ class Module {
   /// naming entries of `tensors`). Throws FormatError naming the node for a
   /// target the runtime cannot run or arguments that do not fit the schema.
   /// O(nodes + argument size).
-  Module(std::unique_ptr<Graph> graph, std::vector<NamedTensor> tensors);
+  Module(std::unique_ptr<Graph> graph, std::vector<NamedTensor> tensors, ModuleOptions options = {});
   Module(Module&&) noexcept;
   Module& operator=(Module&&) noexcept;
   ~Module();
@@ -71,6 +79,13 @@ class Module {
   std::vector<std::string> input_names() const;
   /// Number of instructions in the plan (call_function nodes).
   size_t num_instructions() const;
+  /// What the memory planner decided (Note [Memory planning] in plan.cpp).
+  struct PlanStats {
+    size_t instructions = 0;  ///< call_function nodes
+    size_t managed = 0;       ///< of them, writing into planned storage through out= overloads
+    size_t buffers = 0;       ///< storages the managed values share
+  };
+  PlanStats plan_stats() const;
 
  private:
   std::unique_ptr<Graph> graph_;
@@ -85,9 +100,9 @@ constexpr int kFormatVersion = 1;
 /// no code from it. Throws FormatError saying what is wrong (not a zip
 /// archive, missing record, newer version, unknown operator, bad tensor
 /// extent, ...). Tensors are read into memory once and owned by the Module.
-Module load(const std::string& path);
+Module load(const std::string& path, ModuleOptions options = {});
 /// The same from bytes in memory (the whole file).
-Module load_from_buffer(const void* data, size_t size);
+Module load_from_buffer(const void* data, size_t size, ModuleOptions options = {});
 
 /// The graph and tensors of a file, without compiling a plan (for tools).
 std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std::string& path);

@@ -221,6 +221,13 @@ PyObject* num_instructions(PyObject* self, PyObject*) {
   return PyLong_FromSize_t(module_of(self).num_instructions());
 }
 
+// plan_stats() -> {'instructions': n, 'managed': n, 'buffers': n}
+PyObject* plan_stats(PyObject* self, PyObject*) {
+  auto s = module_of(self).plan_stats();
+  return Py_BuildValue("{snsnsn}", "instructions", static_cast<Py_ssize_t>(s.instructions), "managed",
+                       static_cast<Py_ssize_t>(s.managed), "buffers", static_cast<Py_ssize_t>(s.buffers));
+}
+
 // str(runtime): the loaded graph as torch.fx prints graphs.
 PyObject* runtime_str(PyObject* self) {
   std::string s = module_of(self).graph().to_string();
@@ -241,6 +248,7 @@ PyMethodDef runtime_methods[] = {
     def<tensors>("tensors", METH_NOARGS, "tensors() -> [(name, kind, tensor)]: the module's tensors (shared)."),
     def<input_names>("input_names", METH_NOARGS, "input_names() -> [str]: placeholder names in order."),
     def<num_instructions>("num_instructions", METH_NOARGS, "num_instructions() -> int: the plan's length."),
+    def<plan_stats>("plan_stats", METH_NOARGS, "plan_stats() -> dict: what the memory planner decided."),
     kEndOfMethods};
 
 PyMethodDef module_methods[] = {
