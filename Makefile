@@ -27,7 +27,7 @@ $(ASAN)/CMakeCache.txt: | deps
 	      -DFXCPP_BUILD_BENCH=OFF >/dev/null
 
 build-asan: deps $(ASAN)/CMakeCache.txt
-	cmake --build $(ASAN) -j$(JOBS) --target fxcpp_core_tests
+	cmake --build $(ASAN) -j$(JOBS) --target fxcpp_core_tests fxcpp_torch_tests
 
 # The extension with ASan+UBSan (-O1 keeps the Python suites fast enough for CI), written to
 # $(ASANPY)/pkg/fxcpp so the release build in python/fxcpp is untouched.
@@ -37,7 +37,7 @@ $(ASANPY)/CMakeCache.txt: | deps
 	      -DFXCPP_PY_OUTPUT_DIR=$(CURDIR)/$(ASANPY)/pkg/fxcpp >/dev/null
 
 build-asan-python: deps $(ASANPY)/CMakeCache.txt
-	cmake --build $(ASANPY) -j$(JOBS) --target fxcpp_C
+	cmake --build $(ASANPY) -j$(JOBS) --target fxcpp_C fxcpp_C_torch
 
 # Every Python suite against the sanitized extension, but the RSS bounds of test_memory.py
 # (ASan's quarantine holds freed memory on purpose; the suite runs without ASan in test-python).
@@ -48,9 +48,14 @@ test-asan-python: build-asan-python
 
 test-cpp: build
 	$(BUILD)/fxcpp_core_tests --gtest_brief=1
+	$(BUILD)/fxcpp_torch_tests --gtest_brief=1
 
+# The runtime's tests run without LeakSanitizer: LibTorch keeps process-lifetime
+# registries (dispatcher tables, thread pools) that it never frees by design.
 test-asan: build-asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ASAN)/fxcpp_core_tests --gtest_brief=1
+	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(ASAN)/fxcpp_torch_tests --gtest_brief=1
 
 test-python: build
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/python

@@ -145,6 +145,7 @@ def save(gm: GraphModule, path) -> None:
     payloads: List[Tuple[str, Any]] = []
     tensors: List[Dict[str, Any]] = []
     nodes: List[Dict[str, Any]] = []
+    saved = set()
 
     for node in gm.graph.nodes:
         entry: Dict[str, Any] = {'op': node.op, 'name': node.name}
@@ -165,13 +166,12 @@ def save(gm: GraphModule, path) -> None:
                 entry['meta'] = {'tensor_meta': tm}
         nodes.append(entry)
 
-        if node.op == 'get_attr' and not any(t['name'] == node.target for t in tensors[-1:]):
+        if node.op == 'get_attr' and node.target not in saved:
+            saved.add(node.target)
             t = _attr(gm, node.target)
             if not isinstance(t, torch.Tensor):
                 raise _Refused(f"cannot save node '{node.name}': get_attr of '{node.target}' is a "
                                f"{type(t).__name__}, not a tensor")
-            if any(e['name'] == node.target for e in tensors):
-                continue
             kind = 'parameter' if id(t) in params else 'buffer' if id(t) in buffers else 'constant'
             if t.dtype not in _DTYPE_NAMES:
                 raise _Refused(f"cannot save '{node.target}': dtype {t.dtype} is not supported by the format")

@@ -1,0 +1,252 @@
+// The .fxpt loader: the committed fixture of every format version, crafted
+// files for each refusal, and a fuzz of truncated and corrupted files (Note
+// [Loading untrusted files]); runs under ASan+UBSan in `make test`.
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/remainder.h>
+#include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "fxcpp/torch/module.h"
+
+namespace fxcpp::torch {
+namespace {
+
+const std::string kFixtures = FXCPP_TORCH_FIXTURE_DIR;
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  EXPECT_TRUE(f.good()) << path;
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// The fixture's deterministic input (tests/cpp_torch/fixtures/make_fixtures.py).
+at::Tensor small_input(int64_t n) {
+  return (at::remainder(at::arange(n * 3 * 8 * 8, at::kFloat).reshape({n, 3, 8, 8}), 7) - 3) / 4;
+}
+
+// The records of an archive, to rebuild it with changes.
+struct Records {
+  std::vector<std::pair<std::string, std::string>> items;
+  std::string& operator[](const std::string& name) {
+    for (auto& kv : items)
+      if (kv.first == name) return kv.second;
+    items.emplace_back(name, "");
+    return items.back().second;
+  }
+};
+
+Records read_records(const std::string& path) {
+  caffe2::serialize::PyTorchStreamReader reader(path);
+  Records r;
+  for (const std::string& name : reader.getAllRecords()) {
+    if (name == "version") continue;  // the writer adds its own
+    auto [data, size] = reader.getRecord(name);
+    r.items.emplace_back(name, std::string(static_cast<const char*>(data.get()), size));
+  }
+  return r;
+}
+
+std::string write_archive(const Records& r) {
+  std::string out;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* p, size_t n) {
+    out.append(static_cast<const char*>(p), n);
+    return n;
+  });
+  for (auto& kv : r.items) writer.writeRecord(kv.first, kv.second.data(), kv.second.size());
+  writer.writeEndOfFile();
+  return out;
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  size_t pos = s.find(from);
+  ASSERT_NE(pos, std::string::npos) << from;
+  for (; pos != std::string::npos; pos = s.find(from, pos + to.size())) s.replace(pos, from.size(), to);
+}
+
+// Loads `bytes`; returns the FormatError text ("" if it loaded).
+std::string load_error(const std::string& bytes) {
+  try {
+    Module m = load_from_buffer(bytes.data(), bytes.size());
+    return "";
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+}
+
+std::string fixture(int version) { return kFixtures + "/small_v" + std::to_string(version) + ".fxpt"; }
+
+TEST(Load, EveryFormatVersionMatchesItsRecordedOutputs) {
+  for (int version = 1; version <= kFormatVersion; ++version) {
+    Module m = load(fixture(version));
+    std::string expected = read_bytes(kFixtures + "/small_v" + std::to_string(version) + ".expected.bin");
+    size_t pos = 0;
+    for (int64_t n : {1, 3}) {
+      int64_t count;
+      ASSERT_LE(pos + 8, expected.size());
+      std::memcpy(&count, expected.data() + pos, 8);
+      pos += 8;
+      ASSERT_LE(pos + 4 * count, expected.size());
+      at::Tensor want = at::from_blob(expected.data() + pos, {count}, at::kFloat).clone();
+      pos += 4 * count;
+      for (int rep = 0; rep < 2; ++rep) {  // the second forward runs the planned path
+        c10::IValue out = m.forward({small_input(n)});
+        ASSERT_TRUE(out.isGenericDict());
+        at::Tensor got = out.toGenericDict().at("out").toTensor();
+        EXPECT_EQ(got.size(0), n);
+        EXPECT_TRUE(at::allclose(got.reshape({-1}), want, 1e-5, 1e-6)) << "version " << version << " batch " << n;
+      }
+    }
+    EXPECT_EQ(m.input_names(), std::vector<std::string>{"x"});
+    EXPECT_EQ(m.named_tensors().size(), 5u);
+    // The graph reads like the Python one.
+    std::string text = m.graph().to_string();
+    EXPECT_NE(text.find("call_function[target=torch.ops.aten.conv2d.default]"), std::string::npos) << text;
+    EXPECT_NE(text.find("call_function[target=operator.getitem]"), std::string::npos) << text;
+  }
+}
+
+TEST(Load, FromFileAndFromBufferAgree) {
+  std::string bytes = read_bytes(fixture(1));
+  Module a = load(fixture(1)), b = load_from_buffer(bytes.data(), bytes.size());
+  at::Tensor x = small_input(2);
+  EXPECT_TRUE(at::allclose(a.forward({x}).toGenericDict().at("logits").toTensor(),
+                           b.forward({x}).toGenericDict().at("logits").toTensor()));
+}
+
+TEST(Load, InputsCheckedAgainstRecordedMeta) {
+  Module m = load(fixture(1));
+  try {
+    m.forward({c10::IValue(int64_t(3))});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("input 0 ('x'): expected a Tensor, got an int"), std::string::npos)
+        << e.what();
+  }
+  try {
+    m.forward({at::arange(8, at::kFloat)});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected a 4-dimensional tensor, got one with 1 dimensions"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+struct Crafted {
+  const char* what;
+  std::function<void(Records&)> edit;
+  const char* error;  ///< a part of the FormatError text
+};
+
+TEST(Load, CraftedFilesAreRefusedWithAReason) {
+  const std::string g = "graph.json";
+  std::vector<Crafted> cases = {
+      {"newer version", [&](Records& r) { replace_all(r[g], "\"version\":1", "\"version\":2"); },
+       "format version 2, newer than the newest this build reads (1)"},
+      {"version zero", [&](Records& r) { replace_all(r[g], "\"version\":1", "\"version\":0"); }, "does not exist"},
+      {"other format", [&](Records& r) { replace_all(r[g], "fxcpp-aten", "pickle"); }, "format is not"},
+      {"unknown operator", [&](Records& r) { replace_all(r[g], "aten::relu", "aten::no_such_op"); },
+       "unknown operator 'aten::no_such_op'"},
+      {"python callable", [&](Records& r) { replace_all(r[g], "\"operator.mul\"", "\"os.system\""); },
+       "'os.system' is not a runtime primitive"},
+      {"call_module", [&](Records& r) { replace_all(r[g], "\"op\":\"call_function\",\"name\":\"relu_default\"", "\"op\":\"call_module\",\"name\":\"relu_default\""); },
+       "lower the model with fxcpp.aten.lower first"},
+      {"wrong argument type", [&](Records& r) { replace_all(r[g], "{\"list\":[2,2]}", "\"two\""); },
+       "passes a str as 'kernel_size'"},
+      {"forward reference", [&](Records& r) { replace_all(r[g], "{\"node\":\"x\"}", "{\"node\":\"softmax_int\"}"); },
+       "not defined before it"},
+      {"huge tensor", [&](Records& r) { replace_all(r[g], "\"sizes\":[4,3,3,3]", "\"sizes\":[4000000000000000000,3,3,3]"); },
+       "tensor extent overflows"},
+      {"past its storage", [&](Records& r) { replace_all(r[g], "\"sizes\":[4,3,3,3]", "\"sizes\":[5,3,3,3]"); },
+       "extends past its storage"},
+      {"negative stride", [&](Records& r) { replace_all(r[g], "\"strides\":[27,9,3,1]", "\"strides\":[27,9,3,-1]"); },
+       "negative size or stride"},
+      {"record size lie", [&](Records& r) { replace_all(r[g], "\"nbytes\":432", "\"nbytes\":500"); },
+       "has 432 bytes, graph.json says 500"},
+      {"record larger than file", [&](Records& r) { replace_all(r[g], "\"nbytes\":432", "\"nbytes\":9000000000"); },
+       "more than the whole file"},
+      {"missing record", [&](Records& r) { replace_all(r[g], "\"record\":\"data/0\"", "\"record\":\"data/99\""); },
+       "no record 'data/99'"},
+      {"missing graph", [&](Records& r) { r.items.erase(r.items.begin()); }, "no record 'graph.json'"},
+      {"not json", [&](Records& r) { r[g] = "{\"format\": "; }, "malformed graph.json"},
+      {"deep nesting", [&](Records& r) { r[g] = std::string(100000, '[') + std::string(100000, ']'); },
+       "nested too deeply"},
+      {"unknown dtype", [&](Records& r) { replace_all(r[g], "\"dtype\":\"float32\",\"storage\":0", "\"dtype\":\"float128\",\"storage\":0"); },
+       "unknown dtype 'float128'"},
+      {"unknown tag", [&](Records& r) { replace_all(r[g], "{\"list\":[2,2]}", "{\"pickle\":\"cos\\nsystem\"}"); },
+       "unknown value tag 'pickle'"},
+      {"int overflow", [&](Records& r) { replace_all(r[g], "{\"list\":[2,2]}", "{\"list\":[2,18446744073709551615]}"); },
+       "out of int64 range"},
+      {"no output", [&](Records& r) { replace_all(r[g], "\"op\":\"output\"", "\"op\":\"outputs\""); }, "unknown opcode"},
+  };
+  for (auto& c : cases) {
+    Records r = read_records(fixture(1));
+    c.edit(r);
+    std::string err = load_error(write_archive(r));
+    EXPECT_NE(err.find(c.error), std::string::npos) << c.what << ": got '" << err << "'";
+  }
+}
+
+TEST(Load, NotArchivesAreRefused) {
+  EXPECT_NE(load_error("").find("not a readable .fxpt archive"), std::string::npos);
+  EXPECT_NE(load_error("PK\x03\x04 nonsense").find("not a readable .fxpt archive"), std::string::npos);
+  // A pickle (what torch.save and GraphModule pickles are) is not read at all.
+  EXPECT_NE(load_error("\x80\x04\x95" "cos\nsystem\n(S'touch /tmp/pwned'\ntR.").find("not a readable"), std::string::npos);
+  EXPECT_THROW(load("/nonexistent/file.fxpt"), FormatError);
+  EXPECT_THROW(load(kFixtures), FormatError);  // a directory
+}
+
+// Note [Loader fuzzing]: every truncation point near the ends of the file and
+// random byte flips; each must load (and then run or fail with Error) or be
+// refused with a FormatError. Anything else, a crash or a sanitizer report,
+// fails the test.
+TEST(Load, FuzzedFilesFailCleanly) {
+  const std::string good = read_bytes(fixture(1));
+  auto attempt = [](const std::string& bytes) {
+    try {
+      Module m = load_from_buffer(bytes.data(), bytes.size());
+      try {
+        m.forward({small_input(1)});
+      } catch (const Error&) {
+      }
+    } catch (const FormatError&) {
+    }
+  };
+  for (size_t cut = 0; cut < good.size(); cut += (cut < 64 || cut + 600 > good.size()) ? 1 : 97)
+    attempt(good.substr(0, cut));
+  std::mt19937 rng(1234);
+  for (int i = 0; i < 400; ++i) {
+    std::string bad = good;
+    int flips = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < flips; ++k) bad[rng() % bad.size()] ^= static_cast<char>(1 + rng() % 255);
+    attempt(bad);
+  }
+  // Corrupting graph.json's text through the archive (valid zip, hostile JSON).
+  Records base = read_records(fixture(1));
+  const std::string json = base["graph.json"];
+  for (int i = 0; i < 300; ++i) {
+    Records r = base;
+    std::string& j = r["graph.json"];
+    size_t at = rng() % j.size();
+    switch (rng() % 4) {
+      case 0: j[at] = "{}[]\",:0-9enaf"[rng() % 15]; break;
+      case 1: j.erase(at, 1 + rng() % 20); break;
+      case 2: j.insert(at, json.substr(rng() % json.size(), 1 + rng() % 40)); break;
+      case 3: j = j.substr(0, at); break;
+    }
+    attempt(write_archive(r));
+  }
+}
+
+}  // namespace
+}  // namespace fxcpp::torch

@@ -1,0 +1,272 @@
+"""fxcpp.aten.save/load and the C++ runtime from Python (fxcpp._C_torch).
+
+Differential against eager PyTorch and torch.fx: saved graphs come back with
+the same code, the C++ runtime gives the eager results, loading runs no code
+from a file, and corrupt files raise Python exceptions.
+"""
+import importlib.util
+import os
+import pickle
+import struct
+import threading
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings, strategies as st
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import fxcpp
+from fxcpp import aten
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, '..', 'cpp_torch', 'fixtures')
+
+
+def _fixtures_module():
+    spec = importlib.util.spec_from_file_location('make_fixtures', os.path.join(FIXTURES, 'make_fixtures.py'))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+fixtures = _fixtures_module()
+
+
+def _expected(version):
+    with open(os.path.join(FIXTURES, f'small_v{version}.expected.bin'), 'rb') as f:
+        data = f.read()
+    out, pos = {}, 0
+    for n in (1, 3):
+        (count,) = struct.unpack_from('<q', data, pos)
+        pos += 8
+        out[n] = torch.tensor(struct.unpack_from(f'<{count}f', data, pos))
+        pos += 4 * count
+    return out
+
+
+def chain(x, y):
+    for _ in range(10):
+        x = torch.relu(torch.mul(torch.add(x, y), y))
+    return x
+
+
+@pytest.fixture
+def chain_file(tmp_path):
+    x, y = torch.randn(2, 8), torch.randn(2, 8)
+    path = tmp_path / 'chain.fxpt'
+    aten.save(fxcpp.from_torch_fx(make_fx(chain)(x, y)), path)
+    return path
+
+
+@pytest.mark.parametrize('version', range(1, aten.FORMAT_VERSION + 1))
+def test_every_format_version_loads_in_both_runtimes(version):
+    path = os.path.join(FIXTURES, f'small_v{version}.fxpt')
+    expected = _expected(version)
+    gm = aten.load(path)
+    cpp = aten.load(path, runtime='cpp')
+    assert isinstance(gm, fxcpp.GraphModule) and isinstance(cpp, torch.nn.Module)
+    for n in (1, 3):
+        x = fixtures.small_input(n)
+        torch.testing.assert_close(gm(x)['out'].detach().reshape(-1), expected[n])
+        for _ in range(2):
+            torch.testing.assert_close(cpp(x)['out'].reshape(-1), expected[n])
+
+
+def test_save_load_round_trip_keeps_code_graph_and_meta(tmp_path):
+    gm = fixtures.small_module()
+    path = tmp_path / 'small.fxpt'
+    aten.save(gm, path)
+    back = aten.load(path)
+    assert back.code == gm.code
+    assert str(back.graph) == str(gm.graph)
+    for a, b in zip(gm.graph.nodes, back.graph.nodes):
+        assert a.name == b.name and a.op == b.op and a.target == b.target
+        if 'tensor_meta' in a.meta:
+            assert b.meta['tensor_meta'] == a.meta['tensor_meta']
+    params = dict(back.named_parameters())
+    assert set(params) == {'conv.weight', 'conv.bias', 'fc.weight', 'fc.bias'}
+    assert all(p.requires_grad for p in params.values())
+    torch.testing.assert_close(dict(back.named_buffers())['_tensor_constant0'], gm._tensor_constant0)
+    x = fixtures.small_input(2)
+    torch.testing.assert_close(back(x), gm(x))
+    # The archive is PyTorch's zip container: readable by torch's own reader.
+    reader = torch._C.PyTorchFileReader(str(path))
+    assert reader.get_record('graph.json').startswith(b'{"format":"fxcpp-aten","version":1')
+
+
+def test_cpp_runtime_matches_eager_and_plans_memory(chain_file):
+    m = aten.load(chain_file, runtime='cpp')
+    stats = m._runtime.plan_stats()
+    assert stats['instructions'] == 30 and stats['managed'] == 29 and stats['buffers'] == 2
+    for rows in (2, 2, 5, 1):
+        x, y = torch.randn(rows, 8), torch.randn(rows, 8)
+        first = m(x, y)
+        torch.testing.assert_close(first, chain(x, y))
+        second = m(x * 2, y)
+        torch.testing.assert_close(first, chain(x, y))  # not overwritten by the next forward
+        torch.testing.assert_close(second, chain(x * 2, y))
+    # Outputs are inference tensors, as under torch.inference_mode().
+    assert m(x, y).is_inference()
+
+
+def test_cpp_module_shares_parameter_storage():
+    path = os.path.join(FIXTURES, 'small_v1.fxpt')
+    m = aten.load(path, runtime='cpp')
+    tensors = {name: t for name, _, t in m._runtime.tensors()}
+    state = m.state_dict()
+    assert set(state) == set(tensors)
+    for name, t in tensors.items():
+        assert state[name].data_ptr() == t.data_ptr()
+    assert m.input_names == ['x']
+    assert 'torch.ops.aten.conv2d.default' in m.graph_str()
+
+
+def test_threads_share_one_loaded_module(chain_file):
+    m = aten.load(chain_file, runtime='cpp')
+    y = torch.randn(3, 8)
+    xs = [torch.randn(3, 8) for _ in range(8)]
+    results = [None] * 8
+    errors = []
+
+    def work(t):
+        try:
+            for _ in range(50):
+                for i in range(t, 8, 2):
+                    results[i] = m(xs[i], y)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i in range(8):
+        torch.testing.assert_close(results[i], chain(xs[i], y))
+
+
+def test_inputs_are_checked_at_the_boundary(chain_file):
+    m = aten.load(chain_file, runtime='cpp')
+    with pytest.raises(TypeError, match=r"forward expects 2 inputs \(x_1, y_1\), got 1"):
+        m(torch.randn(2, 8))
+    with pytest.raises(TypeError, match=r"input 0 \('x_1'\): expected a Tensor, got a str"):
+        m('no', torch.randn(2, 8))
+    with pytest.raises(TypeError, match=r"takes tensors, numbers"):
+        m(object(), torch.randn(2, 8))
+    with pytest.raises(RuntimeError, match=r"node 'add' \(aten::add.Tensor\) failed"):
+        m(torch.randn(2, 8), torch.randn(3, 8))
+    fx_small = aten.load(os.path.join(FIXTURES, 'small_v1.fxpt'), runtime='cpp')
+    with pytest.raises(TypeError, match='expected a 4-dimensional tensor'):
+        fx_small(torch.randn(3, 8, 8))
+
+
+def test_save_refuses_graphs_that_are_not_lowered(tmp_path):
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.lin(x).relu()
+
+    with pytest.raises(ValueError, match=r"call_module node; lower the model first"):
+        aten.save(fxcpp.symbolic_trace(M()), tmp_path / 'm.fxpt')
+    gm = fxcpp.symbolic_trace(lambda x: torch.relu(x) + 1)
+    with pytest.raises(ValueError, match=r"neither an ATen operator overload nor a runtime primitive"):
+        aten.save(gm, tmp_path / 'f.fxpt')
+
+
+class _Payload:
+    """Runs a command when unpickled: what an unrestricted loader would execute."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f'touch {self.marker}',))
+
+
+def test_loading_never_runs_code_from_a_file(tmp_path):
+    marker = tmp_path / 'pwned'
+    # A bare pickle, and PyTorch's zip container with a pickle inside (what
+    # torch.save and GraphModule pickling write), both named .fxpt.
+    bare = tmp_path / 'bare.fxpt'
+    bare.write_bytes(pickle.dumps(_Payload(marker)))
+    zipped = tmp_path / 'zipped.fxpt'
+    torch.save({'model': _Payload(marker)}, zipped)
+    # A graph.json whose target names a Python callable.
+    crafted = tmp_path / 'crafted.fxpt'
+    gm = fxcpp.from_torch_fx(make_fx(chain)(torch.randn(1, 8), torch.randn(1, 8)))
+    aten.save(gm, crafted)
+    reader = torch._C.PyTorchFileReader(str(crafted))
+    text = reader.get_record('graph.json').replace(b'"aten::relu"', b'"os.system"', 1)
+    writer = torch._C.PyTorchFileWriter(str(crafted))
+    writer.write_record('graph.json', text, len(text))
+    writer.write_end_of_file()
+    for path, message in ((bare, 'not a readable .fxpt archive'), (zipped, "no record 'graph.json'"),
+                          (crafted, "'os.system' is not a runtime primitive")):
+        for runtime in ('python', 'cpp'):
+            with pytest.raises(ValueError, match=message):
+                aten.load(path, runtime=runtime)
+    assert not marker.exists()
+
+
+def test_newer_versions_are_refused(tmp_path):
+    path = tmp_path / 'future.fxpt'
+    text = torch._C.PyTorchFileReader(os.path.join(FIXTURES, 'small_v1.fxpt')).get_record('graph.json')
+    text = text.replace(b'"version":1', b'"version":7', 1)
+    writer = torch._C.PyTorchFileWriter(str(path))
+    writer.write_record('graph.json', text, len(text))
+    writer.write_end_of_file()
+    with pytest.raises(ValueError, match=r'format version 7, newer than the newest this build reads \(1\)'):
+        aten.load(path)
+
+
+_FIXTURE_BYTES = open(os.path.join(FIXTURES, 'small_v1.fxpt'), 'rb').read()
+
+
+@settings(max_examples=int(os.environ.get('FXCPP_HYPOTHESIS_MAX_EXAMPLES', 60)), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, len(_FIXTURE_BYTES) - 1), st.integers(1, 255)), min_size=1, max_size=6),
+       st.integers(0, len(_FIXTURE_BYTES)))
+def test_corrupt_files_raise_python_errors(tmp_path, flips, cut):
+    data = bytearray(_FIXTURE_BYTES[:max(cut, 1)] if cut < 200 else _FIXTURE_BYTES)
+    for pos, x in flips:
+        if pos < len(data):
+            data[pos] ^= x
+    path = tmp_path / 'fuzz.fxpt'
+    path.write_bytes(bytes(data))
+    for runtime in ('cpp', 'python'):
+        try:
+            m = aten.load(path, runtime=runtime)
+        except ValueError:
+            continue
+        try:
+            m(fixtures.small_input(1))
+        except (RuntimeError, TypeError, ValueError):
+            pass
+
+
+def _lowered(model, *inputs):
+    lower = getattr(aten, 'lower', None)
+    if lower is None:
+        pytest.skip('fxcpp.aten.lower is not available')
+    return lower(model, *inputs)
+
+
+def test_lowered_resnet18_runs_in_cpp_at_other_batch_sizes(tmp_path):
+    torchvision = pytest.importorskip('torchvision')
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18().eval()
+    gm = _lowered(model, torch.randn(1, 3, 64, 64))
+    path = tmp_path / 'resnet18.fxpt'
+    aten.save(gm, path)
+    assert aten.load(path).code == gm.code
+    m = aten.load(path, runtime='cpp')
+    for n in (1, 3):
+        x = torch.randn(n, 3, 64, 64)
+        with torch.no_grad():
+            ref = model(x)
+        for _ in range(2):
+            torch.testing.assert_close(m(x), ref, rtol=1e-4, atol=1e-4)
