@@ -9,7 +9,11 @@
 3. fold every Conv2d+BatchNorm2d pair (eval mode) -- the classic torch.fx
    example pass, written against the Graph API;
 4. check the folded model against the eager one with torch.allclose and time both;
-5. run the very same pass with torch.fx and compare trace / transform times.
+5. run the very same pass with torch.fx and compare trace / transform times;
+6. lower the folded model to ATen (fxcpp.aten.lower), save it as a .fxpt file, run it
+   in the C++ example program (examples/cpp/classify.cpp: LibTorch, no Python), check its
+   output against eager PyTorch and time it against eager Python, the Python
+   GraphModule, TorchScript and the C++ runtime called from Python.
 
 `--quick` uses fewer timing repetitions (the test suite runs it that way).
 """
@@ -248,8 +252,81 @@ def main(argv=None) -> int:
     with torch.no_grad():
         agree = torch.equal(results["fxcpp"](x), results["torch.fx"](x))
     print(f"fxcpp- and torch.fx-folded models give identical outputs: {'yes' if agree else 'NO'}")
+
+    ok_cpp = run_in_cpp(model, results["fxcpp"], n_run)
     print(f"\ndemo finished in {time.perf_counter() - t_start:.1f} s")
-    return 0 if (same and agree) else 1
+    return 0 if (same and agree and ok_cpp) else 1
+
+
+def _classify_binary():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for d in (os.environ.get("FXCPP_BUILD_DIR"), os.path.join(root, "build")):
+        if d and os.path.isfile(os.path.join(d, "fxcpp_example_classify")):
+            return os.path.join(d, "fxcpp_example_classify")
+    return None
+
+
+def run_in_cpp(model, folded, n_run) -> bool:
+    """6. lower, save, run in C++ (a separate process with no Python), compare and time."""
+    import subprocess
+    import tempfile
+
+    from fxcpp import aten
+    section("6. Lower to ATen, save, and run in the C++ runtime (no Python in the process)")
+    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(2))
+    t0 = time.perf_counter()
+    lowered = aten.lower(folded, x)
+    t_lower = time.perf_counter() - t0
+    binary = _classify_binary()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "resnet18_folded.fxpt")
+        aten.save(lowered, path)
+        print(f"lowered {len(folded.graph.nodes)} -> {len(lowered.graph.nodes)} ATen-level nodes "
+              f"in {ms(t_lower).strip()}; saved {os.path.getsize(path) / 1e6:.1f} MB to {os.path.basename(path)}")
+        with torch.no_grad():
+            ref = model(x)
+        ok = True
+        cpp_ms = None
+        if binary is None:
+            print("(build/fxcpp_example_classify not built: make build makes it; skipping the C++ program)")
+        else:
+            inp, out = os.path.join(tmp, "input.bin"), os.path.join(tmp, "logits.bin")
+            with open(inp, "wb") as f:
+                f.write(x.contiguous().numpy().tobytes())
+            proc = subprocess.run([binary, path, inp, "--repeat", str(n_run), "--output", out],
+                                  capture_output=True, text=True)
+            print("$ fxcpp_example_classify resnet18_folded.fxpt input.bin")
+            print("\n".join("  " + line for line in proc.stdout.strip().splitlines()))
+            if proc.returncode != 0:
+                print(proc.stderr, file=sys.stderr)
+                return False
+            logits = torch.frombuffer(bytearray(open(out, "rb").read()), dtype=torch.float32).reshape(ref.shape)
+            ok = torch.allclose(logits, ref, rtol=1e-4, atol=1e-4)
+            print(f"torch.allclose(C++ program's logits, eager model(x), rtol=1e-4, atol=1e-4): {ok}")
+            for line in proc.stdout.splitlines():
+                if line.startswith("forward:"):
+                    cpp_ms = float(line.split()[1])
+        cpp = aten.load(path, runtime="cpp")
+        with torch.no_grad():
+            ok_py = torch.allclose(cpp(x), ref, rtol=1e-4, atol=1e-4)
+            ts = torch.jit.trace(folded, x)
+            timings = [("eager Python (unfolded)", lambda: model(x)),
+                       ("fxcpp GraphModule (folded, Python)", lambda: folded(x)),
+                       ("TorchScript (torch.jit.trace of folded)", lambda: ts(x)),
+                       ("fxcpp C++ runtime, called from Python", lambda: cpp(x))]
+            best = {}
+            for label, fn in timings:
+                fn()
+                best[label] = min(median_s(fn, 1, warmup=0) for _ in range(max(3, n_run // 2)))
+    print(f"torch.allclose(C++ runtime from Python, eager, rtol=1e-4, atol=1e-4): {ok_py}")
+    base = best["eager Python (unfolded)"]
+    n_threads = torch.get_num_threads()
+    print(f"{f'batch 1, {n_threads} thread' + ('s' if n_threads > 1 else ''):44}{'best':>10}{'vs eager':>10}")
+    for label, _ in timings:
+        print(f"{label:44}{ms(best[label]):>10}{base / best[label]:>9.2f}x")
+    if cpp_ms is not None:
+        print(f"{'fxcpp C++ runtime, C++ program':44}{cpp_ms:>8.1f} ms{base / (cpp_ms / 1e3):>9.2f}x")
+    return ok and ok_py
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 """The ``fxcpp`` command line (also ``python3 -m fxcpp``).
 
     fxcpp show MODULE:CALLABLE [--format code|graph|table|dot] [--input-shape 1,3,224,224] [-o FILE]
+    fxcpp show FILE.fxpt [--format ...]
+    fxcpp export MODULE:CALLABLE --input-shape 1,3,224,224 -o FILE.fxpt
+    fxcpp run FILE.fxpt --input-shape 1,3,224,224 [--repeat N]
     fxcpp bench [--quick | --full] [...]
     fxcpp demo [--quick]
 
@@ -366,7 +369,154 @@ def _write(path: str, text: str) -> None:
 # Commands
 # ------------------------------------------------------------------------------------
 
+class _Progress:
+    """A progress bar on stderr for work that takes seconds; silent unless stderr is a terminal."""
+
+    def __init__(self, total: int, label: str):
+        self.total, self.label, self.done = max(total, 1), label, 0
+        self.live = sys.stderr.isatty()
+        self._draw()
+
+    def _draw(self) -> None:
+        if self.live:
+            width = 30
+            filled = width * self.done // self.total
+            sys.stderr.write(f"\r{self.label} [{'#' * filled}{' ' * (width - filled)}] {self.done}/{self.total}")
+            sys.stderr.flush()
+
+    def step(self, n: int = 1) -> None:
+        self.done = min(self.done + n, self.total)
+        self._draw()
+
+    def close(self) -> None:
+        if self.live:
+            sys.stderr.write("\r" + " " * (len(self.label) + 50) + "\r")
+            sys.stderr.flush()
+
+
+def _is_fxpt(target: str) -> bool:
+    return target.endswith(".fxpt") or (os.path.isfile(target) and ":" not in os.path.basename(target))
+
+
+def _load_fxpt(path: str, runtime: str):
+    from fxcpp import aten
+    if not os.path.isfile(path):
+        raise CliError(f"no such file: {path}", "fxcpp export MODULE:CALLABLE -o FILE.fxpt writes one")
+    try:
+        return aten.load(path, runtime=runtime)
+    except ValueError as e:
+        raise CliError(f"cannot load {path}: {_first_line(e)}")
+
+
+def cmd_export(args) -> int:
+    import time
+
+    import torch
+    from fxcpp import aten
+    shape = parse_shape(args.input_shape)
+    obj = load_callable(args.target)
+    model = instantiate(obj, args.target)
+    if isinstance(model, torch.nn.Module):
+        model.eval()
+    t0 = time.perf_counter()
+    gm = trace(model, args.target, None, args.leaf_module or ())
+    print(f"fxcpp: traced {args.target}: {len(gm.graph.nodes)} nodes", file=sys.stderr)
+    example = torch.randn(shape)
+    try:
+        lowered = aten.lower(gm, example, **({"progress": _progress_hook()} if _lower_takes_progress() else {}))
+    except aten.LoweringError as e:
+        raise CliError(f"cannot lower {args.target}: {_first_line(e)}",
+                       "register a lowering with @fxcpp.aten.register_lowering(target), or keep that part in Python "
+                       "(--leaf-module does not help here: the runtime needs every op in ATen)")
+    aten.save(lowered, args.output)
+    size = os.path.getsize(args.output)
+    print(f"fxcpp: wrote {args.output}: {len(lowered.graph.nodes)} nodes, {size / 1e6:.1f} MB "
+          f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    return 0
+
+
+def _lower_takes_progress() -> bool:
+    from fxcpp import aten
+    try:
+        return "progress" in inspect.signature(aten.lower).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _progress_hook():
+    bar: List[Optional[_Progress]] = [None]
+
+    def hook(done: int, total: int) -> None:
+        if bar[0] is None:
+            bar[0] = _Progress(total, "lowering")
+        bar[0].step(done - bar[0].done)
+        if done >= total:
+            bar[0].close()
+    return hook
+
+
+def cmd_run(args) -> int:
+    import time
+
+    import torch
+    shape = parse_shape(args.input_shape)
+    if args.repeat < 1:
+        raise CliError("--repeat must be at least 1", None, EXIT_USAGE)
+    torch.set_num_threads(args.threads)
+    m = _load_fxpt(args.file, "cpp")
+    x = torch.randn(shape)
+    try:
+        out = m(x)
+    except (TypeError, RuntimeError) as e:
+        raise CliError(f"running {args.file} on an input of shape {tuple(shape)} failed: {_first_line(e)}")
+    times = []
+    bar = _Progress(args.repeat, "running")
+    for _ in range(args.repeat):
+        t = time.perf_counter()
+        m(x)
+        times.append(time.perf_counter() - t)
+        bar.step()
+    bar.close()
+    stats = m._runtime.plan_stats()
+    print(f"{args.file}: {stats['instructions']} ops in the C++ runtime "
+          f"({stats['managed']} writing into {stats['buffers']} planned buffers)")
+    for path, value in _leaves(out, "output"):
+        desc = f"{str(value.dtype).replace('torch.', '')}{list(value.shape)}" if isinstance(value, torch.Tensor) \
+            else repr(value)
+        print(f"  {path}: {desc}")
+    times.sort()
+    print(f"latency over {args.repeat} runs ({args.threads} thread{'s' if args.threads > 1 else ''}): "
+          f"median {times[len(times) // 2] * 1e3:.3f} ms, min {times[0] * 1e3:.3f} ms")
+    return 0
+
+
+def _leaves(value, path):
+    if isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            yield from _leaves(v, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _leaves(v, f"{path}[{k!r}]")
+    else:
+        yield path, value
+
+
 def cmd_show(args) -> int:
+    if _is_fxpt(args.target):
+        gm = _load_fxpt(args.target, "python")
+        if args.format == "code":
+            text = gm.code.strip("\n") + "\n"
+        elif args.format == "graph":
+            text = str(gm.graph) + "\n"
+        elif args.format == "table":
+            text = graph_table(gm.graph, width=args.width) + "\n"
+        else:
+            text = to_dot(gm, os.path.splitext(os.path.basename(args.target))[0])
+        if args.output:
+            render_dot(text, args.output) if args.format == "dot" else _write(args.output, text)
+        else:
+            sys.stdout.write(text)
+        return 0
     if args.input_shape:
         shape = parse_shape(args.input_shape)
     concrete = None
@@ -458,7 +608,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "an nn.Module, a class or factory (called with no arguments; weights=None when "
                                    "it takes `weights`), or a function of tensors.",
                        epilog=f"example: fxcpp show {_EXAMPLE} --format table --input-shape 1,3,224,224")
-    s.add_argument("target", metavar="MODULE:CALLABLE", help=f"what to trace, e.g. {_EXAMPLE}")
+    s.add_argument("target", metavar="MODULE:CALLABLE", help=f"what to trace, e.g. {_EXAMPLE}; or a .fxpt file")
     s.add_argument("--format", "-f", choices=["code", "graph", "table", "dot"], default="code",
                    help="code: generated Python (default); graph: the IR as text; table: one row per node; "
                         "dot: Graphviz DOT (from the C++ core)")
@@ -472,6 +622,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--leaf-module", action="append", metavar="NAME",
                    help="do not trace into this submodule (qualified name or class name); repeatable")
     s.add_argument("--width", type=int, default=60, help=argparse.SUPPRESS)
+
+    e = sub.add_parser("export", help="trace, lower to ATen and save a model as a .fxpt file",
+                       description="Trace MODULE:CALLABLE, lower it to ATen operators (fxcpp.aten.lower) on "
+                                   "torch.randn(--input-shape), and save it (fxcpp.aten.save) for the C++ runtime.",
+                       epilog=f"example: fxcpp export {_EXAMPLE} --input-shape 1,3,224,224 -o resnet18.fxpt")
+    e.add_argument("target", metavar="MODULE:CALLABLE", help=f"what to export, e.g. {_EXAMPLE}")
+    e.add_argument("--input-shape", metavar="D0,D1,...", required=True, help="the example input's shape")
+    e.add_argument("-o", "--output", metavar="FILE.fxpt", required=True, help="where to write the file")
+    e.add_argument("--leaf-module", action="append", metavar="NAME", help=argparse.SUPPRESS)
+
+    r = sub.add_parser("run", help="run a .fxpt file in the C++ runtime; print output shapes and latency",
+                       epilog="example: fxcpp run resnet18.fxpt --input-shape 1,3,224,224 --repeat 20")
+    r.add_argument("file", metavar="FILE.fxpt")
+    r.add_argument("--input-shape", metavar="D0,D1,...", required=True, help="run on torch.randn(shape)")
+    r.add_argument("--repeat", type=int, default=10, help="timed runs after a warm-up (default 10)")
+    r.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
 
     b = sub.add_parser("bench", help="run the side-by-side benchmark suite (bench/run.py)",
                        description="Runs bench/run.py: fxcpp vs torch.fx benchmarks, writing bench/results/ "
@@ -497,6 +663,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         if args.command == "show":
             return cmd_show(args)
+        if args.command == "export":
+            return cmd_export(args)
+        if args.command == "run":
+            return cmd_run(args)
         if args.command == "bench":
             return cmd_bench(args, rest)
         return cmd_demo(args, rest)
