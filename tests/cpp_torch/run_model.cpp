@@ -1,0 +1,71 @@
+// fxcpp_torch_run_model: a C++ test driver with no Python in the process.
+//
+//   fxcpp_torch_run_model MODEL.fxpt IN.bin D0,D1,... OUT.bin [--repeat N]
+//
+// Loads MODEL.fxpt with fxcpp::torch::load, runs it on the float32 tensor of
+// shape D0,D1,... read from IN.bin (raw little-endian), N times (default 2:
+// the second forward runs the memory-planned path), and writes every tensor
+// of the last output, flattened in output order (dicts in key order), to
+// OUT.bin as float32. tests/python/test_aten_models.py drives it to check
+// lowered torchvision models against eager PyTorch. Exit status 1 and a
+// message on stderr for any fxcpp::torch::Error.
+#include <ATen/ops/cat.h>
+#include <ATen/ops/from_blob.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "fxcpp/torch/module.h"
+
+namespace {
+
+void leaves(const c10::IValue& v, std::vector<at::Tensor>& out) {
+  if (v.isTensor()) {
+    out.push_back(v.toTensor().to(at::kFloat).contiguous().reshape({-1}));
+  } else if (v.isTuple()) {
+    for (auto& e : v.toTupleRef().elements()) leaves(e, out);
+  } else if (v.isList()) {
+    for (auto& e : v.toListRef()) leaves(e, out);
+  } else if (v.isGenericDict()) {
+    for (auto& kv : v.toGenericDict()) leaves(kv.value(), out);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::cerr << "usage: " << argv[0] << " MODEL.fxpt IN.bin D0,D1,... OUT.bin [--repeat N]\n";
+    return 2;
+  }
+  int repeat = 2;
+  if (argc >= 7 && std::string(argv[5]) == "--repeat") repeat = std::max(1, std::atoi(argv[6]));
+  try {
+    std::vector<int64_t> shape;
+    std::stringstream dims(argv[3]);
+    for (std::string d; std::getline(dims, d, ',');) shape.push_back(std::stoll(d));
+    std::ifstream in(argv[2], std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    if (static_cast<int64_t>(bytes.size()) != numel * 4) throw std::runtime_error("input size does not match shape");
+    at::Tensor x = at::from_blob(bytes.data(), shape, at::kFloat).clone();
+
+    fxcpp::torch::Module m = fxcpp::torch::load(argv[1]);
+    c10::IValue out;
+    for (int i = 0; i < repeat; ++i) out = m.forward({x});
+    std::vector<at::Tensor> parts;
+    leaves(out, parts);
+    at::Tensor flat = parts.empty() ? at::Tensor() : at::cat(parts);
+    std::ofstream o(argv[4], std::ios::binary);
+    if (flat.defined())
+      o.write(static_cast<const char*>(flat.data_ptr()), static_cast<std::streamsize>(flat.numel() * 4));
+    auto stats = m.plan_stats();
+    std::cout << stats.instructions << " ops, " << stats.managed << " planned into " << stats.buffers << " buffers\n";
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
