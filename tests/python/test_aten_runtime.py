@@ -270,3 +270,66 @@ def test_lowered_resnet18_runs_in_cpp_at_other_batch_sizes(tmp_path):
             ref = model(x)
         for _ in range(2):
             torch.testing.assert_close(m(x), ref, rtol=1e-4, atol=1e-4)
+
+
+# ---- property: the memory planner on random graphs with views and in-place ops ----------
+
+_aten = torch.ops.aten
+
+
+@st.composite
+def _random_graphs(draw):
+    """A random ATen graph over [rows, 8] inputs: elementwise ops, views (view, t,
+    slice), in-place ops on live values (including views), cat; returns a random
+    subset of its values (views of intermediates included)."""
+    g = fxcpp.Graph()
+    vals = {'full': [g.placeholder('x'), g.placeholder('y')], 'flat': [], 'T': []}
+    steps = draw(st.integers(1, 25))
+    for _ in range(steps):
+        kind = draw(st.sampled_from([k for k in vals if vals[k]]))
+        a = draw(st.sampled_from(vals[kind]))
+        b = draw(st.sampled_from(vals[kind]))
+        op = draw(st.sampled_from(['add', 'mul', 'relu', 'sigmoid', 'neg', 'relu_', 'mul_', 'view', 't',
+                                   'slice', 'clone', 'cat', 'sum']))
+        if op in ('add', 'mul'):
+            n = g.call_function(getattr(_aten, op).Tensor, (a, b))
+        elif op in ('relu', 'sigmoid', 'neg', 'clone'):
+            n = g.call_function(getattr(_aten, op).default, (a,))
+        elif op == 'relu_':
+            n = g.call_function(_aten.relu_.default, (a,))
+        elif op == 'mul_':
+            n = g.call_function(_aten.mul_.Tensor, (a, 0.5))
+        elif op == 'view' and kind == 'full':
+            n, kind = g.call_function(_aten.reshape.default, (a, [-1])), 'flat'
+        elif op == 't' and kind in ('full', 'T'):
+            n, kind = g.call_function(_aten.t.default, (a,)), 'T' if kind == 'full' else 'full'
+        elif op == 'slice' and kind == 'full':
+            n = g.call_function(_aten.slice.Tensor, (a, 1, 0, 8, 1))
+        elif op == 'cat' and kind == 'full':
+            n = g.call_function(_aten.slice.Tensor, (g.call_function(_aten.cat.default, ([a, b], 1)), 1, 4, 12))
+        elif op == 'sum' and kind == 'full':
+            n = g.call_function(_aten.add.Tensor, (a, g.call_function(_aten.sum.dim_IntList, (b, [1], True))))
+        else:
+            continue
+        vals[kind].append(n)
+    every = [v for k in vals for v in vals[k]]
+    outs = draw(st.lists(st.sampled_from(every), min_size=1, max_size=4))
+    g.output(tuple(outs))
+    return g
+
+
+@settings(max_examples=int(os.environ.get('FXCPP_HYPOTHESIS_MAX_EXAMPLES', 60)), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(_random_graphs(), st.lists(st.integers(1, 4), min_size=2, max_size=4))
+def test_planned_runtime_matches_python_on_random_graphs(tmp_path, graph, rows):
+    gm = fxcpp.GraphModule(torch.nn.Module(), graph)
+    path = tmp_path / 'random.fxpt'
+    aten.save(gm, path)
+    m = aten.load(path, runtime='cpp')
+    for r in rows:
+        x, y = torch.randn(r, 8), torch.randn(r, 8)
+        want = gm(x.clone(), y.clone())
+        got = m(x.clone(), y.clone())
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, equal_nan=True)
