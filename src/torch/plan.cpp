@@ -60,7 +60,15 @@ struct Instr {
   uint32_t buffer = 0;
   const AtenOp* out_op = nullptr;
   std::vector<Operand> out_operands;
+  /// Note [Unboxed out calls]: the commonest out= overloads are called
+  /// through typed handles, skipping the IValue stack and the boxing
+  /// wrappers; anything unexpected at run time takes the boxed path.
+  enum class Fast : uint8_t { None, TensorTensorScalar, TensorTensor, TensorScalar } fast = Fast::None;
 };
+
+using TensorTensorScalarOut = at::Tensor&(const at::Tensor&, const at::Tensor&, const c10::Scalar&, at::Tensor&);
+using TensorTensorOut = at::Tensor&(const at::Tensor&, const at::Tensor&, at::Tensor&);
+using TensorScalarOut = at::Tensor&(const at::Tensor&, const c10::Scalar&, at::Tensor&);
 
 struct Input {
   uint32_t slot;
@@ -126,6 +134,8 @@ class Plan {
   void run_primitive(const Instr& in, Frame& f) const;
   void check_inputs(const std::vector<c10::IValue>& args) const;
   void learn_out(const Instr& in, Frame& f, const c10::IValue& result) const;
+  bool run_fast(const Instr& in, Frame& f) const;
+  const at::Tensor* tensor_operand(const Operand& o, Frame& f) const;
   std::unique_ptr<Frame> take_frame() const;
   void give_frame(std::unique_ptr<Frame> f) const;
 
@@ -307,6 +317,31 @@ class Compiler {
     plan_.num_buffers = static_cast<uint32_t>(buffer_end.size());
   }
 
+  // Which typed signature (Note [Unboxed out calls]) an out= schema has.
+  // The C++ signature is checked here, once: a kernel registered with another
+  // one stays on the boxed path.
+  static Instr::Fast fast_kind(const c10::OperatorHandle& h) {
+    using K = c10::TypeKind;
+    std::vector<K> kinds;
+    for (auto& a : h.schema().arguments()) kinds.push_back(a.type()->kind());
+    try {
+      if (kinds == std::vector<K>{K::TensorType, K::TensorType, K::NumberType, K::TensorType}) {
+        h.typed<TensorTensorScalarOut>();
+        return Instr::Fast::TensorTensorScalar;
+      }
+      if (kinds == std::vector<K>{K::TensorType, K::TensorType, K::TensorType}) {
+        h.typed<TensorTensorOut>();
+        return Instr::Fast::TensorTensor;
+      }
+      if (kinds == std::vector<K>{K::TensorType, K::NumberType, K::TensorType}) {
+        h.typed<TensorScalarOut>();
+        return Instr::Fast::TensorScalar;
+      }
+    } catch (const c10::Error&) {
+    }
+    return Instr::Fast::None;
+  }
+
   // Finds the out= overload taking the same arguments as `in.op`, and sets
   // the operands it is called with. False when there is none.
   static bool attach_out_variant(Instr& in) {
@@ -315,6 +350,7 @@ class Compiler {
       in.out_op = as_aten_op(aten_op("aten::clamp_min.out"));
       in.out_operands = {in.operands[0], Operand{}};
       in.out_operands[1].value = int64_t(0);
+      in.fast = fast_kind(in.out_op->handle);
       return true;
     }
     const std::string& ov = fn.overload_name();
@@ -338,6 +374,7 @@ class Compiler {
       if (!same) continue;
       in.out_op = as_aten_op(aten_op(fn.name() + "." + c));
       in.out_operands = in.operands;
+      in.fast = fast_kind(*h);
       return true;
     }
     return false;
@@ -966,6 +1003,44 @@ void Plan::check_inputs(const std::vector<c10::IValue>& args) const {
   }
 }
 
+// A tensor operand without copying its IValue; null when it is not a tensor.
+const at::Tensor* Plan::tensor_operand(const Operand& o, Frame& f) const {
+  const c10::IValue* v = o.kind == Operand::Kind::Const ? &o.value
+                         : o.kind == Operand::Kind::Slot || o.kind == Operand::Kind::SlotToTensor ? &f.slots[o.slot]
+                                                                                                   : nullptr;
+  return v && v->isTensor() ? &v->toTensor() : nullptr;
+}
+
+// Note [Unboxed out calls]. False: take the boxed path.
+bool Plan::run_fast(const Instr& in, Frame& f) const {
+  const auto& ops = in.out_operands;
+  at::Tensor& out = f.outs[in.managed];
+  const at::Tensor* a = tensor_operand(ops[0], f);
+  if (!a) return false;
+  switch (in.fast) {
+    case Instr::Fast::TensorTensorScalar: {
+      const at::Tensor* b = tensor_operand(ops[1], f);
+      if (!b || ops[2].kind != Operand::Kind::Const || !ops[2].value.isScalar()) return false;
+      in.out_op->handle.typed<TensorTensorScalarOut>().call(*a, *b, ops[2].value.toScalar(), out);
+      break;
+    }
+    case Instr::Fast::TensorTensor: {
+      const at::Tensor* b = tensor_operand(ops[1], f);
+      if (!b) return false;
+      in.out_op->handle.typed<TensorTensorOut>().call(*a, *b, out);
+      break;
+    }
+    case Instr::Fast::TensorScalar:
+      if (ops[1].kind != Operand::Kind::Const || !ops[1].value.isScalar()) return false;
+      in.out_op->handle.typed<TensorScalarOut>().call(*a, ops[1].value.toScalar(), out);
+      break;
+    case Instr::Fast::None:
+      return false;
+  }
+  f.slots[in.out] = out;
+  return true;
+}
+
 // The out tensor a managed instruction writes into from the next forward on:
 // empty, of the functional result's dtype and dispatch keys, over the frame's
 // shared buffer (Note [Memory planning]).
@@ -1035,6 +1110,10 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
   for (const Instr& in : instrs) {
     try {
       if (in.managed >= 0 && f.outs[in.managed].defined()) {
+        if (in.fast != Instr::Fast::None && run_fast(in, f)) {
+          for (uint32_t s : in.frees) f.slots[s] = c10::IValue();
+          continue;
+        }
         auto& stack = f.stack;
         for (const Operand& o : in.out_operands) stack.push_back(eval(o, f));
         stack.emplace_back(f.outs[in.managed]);
