@@ -91,9 +91,27 @@ class _EvalCacheLoader(object):
     def get_source(self, module_name: str) -> Optional[str]:
         return self.eval_cache.get(module_name)
 
+    # Note [Shared eval keys]: torch.fx registers its generated sources under
+    # the same ``<eval_with_key>.N`` names, so one counter numbers both
+    # libraries' keys: with two counters a process that builds modules with
+    # both gets colliding keys, and linecache (hence tracebacks and
+    # inspect.getsource) serves one library's source for the other's code.
+    @staticmethod
+    def _shared_counter():
+        try:
+            from torch.fx.graph_module import _loader
+            return _loader if isinstance(getattr(_loader, 'next_id', None), int) else None
+        except ImportError:
+            return None
+
+    def _peek_key(self) -> str:
+        shared = self._shared_counter()
+        return f'<eval_with_key>.{(shared or self).next_id}'
+
     def _get_key(self) -> str:
-        key = f'<eval_with_key>.{self.next_id}'
-        self.next_id += 1
+        owner = self._shared_counter() or self
+        key = f'<eval_with_key>.{owner.next_id}'
+        owner.next_id += 1
         return key
 
     def _hit(self, memo: Dict[str, Tuple[str, Any]], src: str) -> Optional[Any]:
@@ -130,7 +148,7 @@ class _EvalCacheLoader(object):
         if assembled is None:
             if src in self._compiled:
                 return None
-            key = f'<eval_with_key>.{self.next_id}'   # what cache() will hand out
+            key = self._peek_key()   # what cache() will hand out
             refusal, assembled = _assemble(src, key)
             if refusal is not Refusal.NONE:     # outside the subset: compile()
                 return None

@@ -22,8 +22,10 @@ DRIVER = os.path.join(os.environ.get('FXCPP_BUILD_DIR', os.path.join(ROOT, 'buil
 
 # name -> input side; the subset `make test` runs (one of each family the
 # lowering handles differently: plain convnet, hardswish/SE blocks, a
-# segmentation model with a dict output and interpolation).
-DEFAULT = {'resnet18': 64, 'mobilenet_v3_small': 64, 'lraspp_mobilenet_v3_large': 64}
+# segmentation model with a dict output and interpolation, SiLU and
+# stochastic depth, layer norm over permuted channels, channel shuffle).
+DEFAULT = {'resnet18': 64, 'mobilenet_v3_small': 64, 'lraspp_mobilenet_v3_large': 64, 'efficientnet_b0': 64,
+           'convnext_tiny': 64, 'shufflenet_v2_x0_5': 64}
 
 
 
@@ -80,3 +82,59 @@ def test_lower_save_and_run_in_cpp(name, tmp_path):
             want = torch.cat(_leaves(model(x)))
         got = _run_cpp(path, x, tmp_path)
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+# ---- models outside torchvision: torchaudio (small configurations) ------------------------
+
+torchaudio = None
+try:
+    import torchaudio
+except ImportError:  # pragma: no cover - install_deps.sh installs python3-torchaudio
+    pass
+
+
+def _audio_models():
+    M = torchaudio.models
+    return {
+        'wav2letter': (lambda: M.Wav2Letter(num_classes=10, input_type='waveform', num_features=1),
+                       lambda b: (torch.randn(b, 1, 1600),)),
+        'conv_tasnet': (lambda: M.ConvTasNet(num_sources=2, enc_kernel_size=16, enc_num_feats=32,
+                                             msk_kernel_size=3, msk_num_feats=16, msk_num_hidden_feats=32,
+                                             msk_num_layers=2, msk_num_stacks=1),
+                        lambda b: (torch.randn(b, 1, 800),)),
+        'deepspeech': (lambda: M.DeepSpeech(n_feature=16, n_hidden=32, n_class=5),
+                       lambda b: (torch.randn(b, 1, 20, 16),)),
+        'emformer': (lambda: M.Emformer(input_dim=16, num_heads=2, ffn_dim=32, num_layers=2, segment_length=4),
+                     lambda b: (torch.randn(b, 12, 16), torch.full((b,), 8))),
+        'wavernn': (lambda: M.WaveRNN(upsample_scales=[5, 5, 8], n_classes=16, hop_length=200, n_res_block=1,
+                                      n_rnn=16, n_fc=16, kernel_size=5, n_freq=8, n_hidden=8, n_output=8),
+                    lambda b: (torch.randn(b, 1, 1200), torch.randn(b, 1, 8, 10))),
+    }
+
+
+@pytest.mark.skipif(torchaudio is None, reason='torchaudio is not installed')
+@pytest.mark.parametrize('name', ['wav2letter', 'conv_tasnet', 'deepspeech', 'emformer', 'wavernn'])
+def test_torchaudio_models_run_in_cpp(name, tmp_path):
+    make, inputs = _audio_models()[name]
+    torch.manual_seed(0)
+    model = make().eval()
+    gm = aten.lower(model, *inputs(1))
+    path = tmp_path / f'{name}.fxpt'
+    aten.save(gm, path)
+    m = aten.load(path, runtime='cpp')
+    for b in (1, 3):
+        x = inputs(b)
+        with torch.no_grad():
+            want = torch.cat(_leaves(model(*x)))
+        for _ in range(2):
+            torch.testing.assert_close(torch.cat(_leaves(m(*x))), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(torchaudio is None, reason='torchaudio is not installed')
+def test_torchaudio_conformer_fails_with_a_clear_error():
+    # Its padding mask reads tensor data into Python ints (data-dependent):
+    # lowering refuses it, naming where and what to do.
+    model = torchaudio.models.Conformer(input_dim=16, num_heads=2, ffn_dim=32, num_layers=2,
+                                        depthwise_conv_kernel_size=3).eval()
+    with pytest.raises(aten.LoweringError, match=r'_lengths_to_padding_mask.*data-dependent.*keep this part in Python'):
+        aten.lower(model, torch.randn(1, 10, 16), torch.full((1,), 10))
