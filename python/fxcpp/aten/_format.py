@@ -10,7 +10,6 @@ files] in src/torch/load.cpp) reads the tensors for both runtimes.
 """
 import json
 import math
-import operator
 import os
 from typing import Any, Dict, List, Tuple
 
@@ -21,6 +20,7 @@ from ..graph import Graph
 from ..graph_module import GraphModule
 from ..node import Node
 from ..passes.shape_prop import TensorMetadata
+from ._lower import PRIMITIVES
 
 __all__ = ['save', 'load', 'FORMAT_VERSION']
 
@@ -28,13 +28,8 @@ FORMAT_NAME = 'fxcpp-aten'
 #: The version this build writes; the loader reads every version up to it.
 FORMAT_VERSION = 1
 
-# The closed set of primitives (docs/fxpt_format.md), by file name.
-_PRIMITIVES = {
-    'operator.getitem': operator.getitem, 'operator.add': operator.add, 'operator.sub': operator.sub,
-    'operator.mul': operator.mul, 'operator.floordiv': operator.floordiv,
-    'operator.truediv': operator.truediv, 'operator.mod': operator.mod, 'operator.neg': operator.neg,
-    'getattr': getattr,
-}
+# The closed set of primitives (docs/fxpt_format.md), by their name in files.
+_PRIMITIVES = {('getattr' if f is getattr else f'operator.{f.__name__}'): f for f in PRIMITIVES}
 _PRIMITIVE_NAMES = {id(f): name for name, f in _PRIMITIVES.items()}
 
 _DTYPES = {
