@@ -16,13 +16,22 @@ import xml.etree.ElementTree as ET
 _RANK = {"passed": 0, "skipped": 1, "failed": 2}
 # Parametrized test names embed reprs such as `<function f at 0x7f..>`; addresses differ per run.
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+# They also embed class reprs with the module path (dots made underscores): a parameter that is
+# fxcpp's counterpart of a torch.fx class (`<class 'fxcpp_passes_..._CSEPass'>`, from the rewritten
+# import) names the same test as torch.fx's (`<class 'torch_fx_passes_..._CSEPass'>`).
+_FXCPP_CLASS = re.compile(r"<class 'fxcpp_")
+
+
+def test_id(classname, name):
+    """The id both sides share: addresses dropped, fxcpp class paths spelled as torch.fx's."""
+    return _FXCPP_CLASS.sub("<class 'torch_fx_", _ADDRESS.sub("", f"{classname}::{name}"))
 
 
 def load(path):
     """{test id: (outcome, first line of the message)} from a pytest junit XML file."""
     results = {}
     for case in ET.parse(path).getroot().iter("testcase"):
-        tid = _ADDRESS.sub("", f"{case.get('classname')}::{case.get('name')}")
+        tid = test_id(case.get('classname'), case.get('name'))
         outcome, msg = "passed", ""
         for child in case:
             if child.tag in ("failure", "error"):

@@ -16,10 +16,12 @@ import torch.fx.graph as tfx_graph
 import torch.fx.immutable_collections as tic
 from torch.fx.passes.shape_prop import ShapeProp as TShapeProp
 from torch.fx.passes.split_module import split_module
+from torch.fx.tensor_type import TensorType
 
 import fxcpp as fx
 import fxcpp.graph as fx_graph
 import fxcpp.immutable_collections as fic
+from fxcpp.annotate import annotate  # noqa: F401  (RewritingTracer turns `x: T = v` into a call)
 from fxcpp.passes.shape_prop import ShapeProp as FShapeProp
 
 LIBS = {'torch': tfx, 'fxcpp': fx}
@@ -455,3 +457,175 @@ def test_unhashable_annotation_like_torch_fx(make_type):
         except TypeError as e:
             results.append(('TypeError', str(e)))
     assert results[0] == results[1]
+
+
+# ---------------------------------------------------------------------------
+# fxcpp.experimental.rewriter, fxcpp.experimental.const_fold,
+# fxcpp.passes.dialect.common.cse_pass: torch.fx's passes handing back fxcpp
+# ---------------------------------------------------------------------------
+
+def _interop_leaf(a, b):
+    return a * 10 + b
+
+
+fx.wrap('_interop_leaf')
+
+
+class _Asserting(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        assert x.dim() == 2, "rank"
+        y: torch.Tensor = self.lin(x)
+        return _interop_leaf(y, 1)
+
+
+def test_rewriting_tracer_is_fxcpp_and_honours_fxcpp_wrap():
+    from torch.fx.experimental.rewriter import RewritingTracer as TRewritingTracer
+    from fxcpp.experimental.rewriter import RewritingTracer
+
+    m = _Asserting()
+    tracer = RewritingTracer()
+    graph = tracer.trace(m)
+    assert type(graph) is fx.Graph and tracer.root is not m
+    gm = fx.GraphModule(tracer.root, graph)
+    assert gm.graph is graph
+    # the leaf registered with fxcpp.wrap stays a call; the assert became torch._assert
+    targets = [n.target for n in graph.nodes if n.op == 'call_function']
+    assert _interop_leaf in targets and torch._assert in targets
+    assert [n.type for n in graph.nodes if n.op == 'call_module'] == [torch.Tensor]
+    x = torch.randn(2, 3)
+    assert torch.equal(gm(x), m(x))
+    with pytest.raises(AssertionError, match='rank'):
+        gm(torch.randn(3))
+    # torch.fx's RewritingTracer does not know fxcpp.wrap: it inlines the leaf
+    tgraph = TRewritingTracer().trace(m)
+    assert _interop_leaf not in [n.target for n in tgraph.nodes]
+    assert _interop_leaf is globals()['_interop_leaf']  # the global was restored
+
+
+def test_gradual_type_checker_on_rewriting_tracer_graph():
+    from torch.fx.experimental.graph_gradual_typechecker import GraphTypeChecker
+    from fxcpp.experimental.rewriter import RewritingTracer
+
+    class M(torch.nn.Module):
+        def forward(self, x: TensorType((1, 2, 3, 5))):
+            return torch.flatten(x, 1, 2)
+
+    tracer = RewritingTracer()
+    graph = tracer.trace(M())
+    gm = fx.GraphModule(tracer.root, graph, 'gm')
+    GraphTypeChecker({}, gm).type_check()
+    # the checker annotates the nodes of the graph the caller holds
+    assert [n.type for n in graph.nodes] == [TensorType((1, 2, 3, 5)), TensorType((1, 6, 5)),
+                                             TensorType((1, 6, 5))]
+
+
+class _Foldable(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(2, 3))
+        self.v = torch.nn.Parameter(torch.randn(2, 3))
+
+    def forward(self, x):
+        a = self.w + self.w
+        b = torch.relu(self.v) * 2
+        return x - a + b
+
+
+def test_const_fold_keeps_meta_and_returns_fxcpp():
+    from torch.fx.experimental import const_fold as tconst_fold
+    from fxcpp.experimental import const_fold
+
+    m = _Foldable()
+    gm = fx.symbolic_trace(m)
+    for i, n in enumerate(gm.graph.nodes):
+        n.meta['idx'] = i
+    x = torch.randn(2, 3)
+    FShapeProp(gm).propagate(x)
+    folded = const_fold.split_const_subgraphs(gm)
+    assert isinstance(folded, const_fold.FoldedGraphModule) and isinstance(folded, fx.GraphModule)
+    assert isinstance(folded.graph, fx.Graph)
+    assert isinstance(folded.const_subgraph_module, fx.GraphModule)
+    expected = tconst_fold.split_const_subgraphs(tfx.symbolic_trace(m))
+    assert folded.code == expected.code
+    assert folded.const_subgraph_module.code == expected.const_subgraph_module.code
+    # node meta survives, as with torch.fx (torch.fx's function re-traces an fxcpp module)
+    by_name = {n.name: n.meta for n in gm.graph.nodes}
+    for n in folded.graph.nodes:
+        if n.name in by_name and n.op != 'output':
+            assert n.meta['idx'] == by_name[n.name]['idx']
+    assert not folded.has_folding_been_run
+    assert torch.allclose(folded(x), m(x))
+    assert folded.has_folding_been_run
+    attr = getattr(folded, folded.fx_const_folded_attrs_name)
+    assert isinstance(attr, torch.nn.ParameterList) and len(attr) == 2
+    # the same meta keys as torch.fx's fold of a torch.fx trace
+    tgm = tfx.symbolic_trace(m)
+    TShapeProp(tgm).propagate(x)
+    tfolded = tconst_fold.split_const_subgraphs(tgm)
+    assert ([sorted(set(n.meta) - {'idx'}) for n in folded.graph.nodes]
+            == [sorted(n.meta) for n in tfolded.graph.nodes])
+    assert any('tensor_meta' in n.meta for n in folded.graph.nodes if n.op == 'call_function')
+
+
+def test_const_fold_skip_fn_sees_callers_nodes_and_plain_modules():
+    from fxcpp.experimental import const_fold
+
+    m = _Foldable()
+    gm = fx.symbolic_trace(m)
+    ours = set(gm.graph.nodes)
+    seen = []
+
+    def skip(n):
+        seen.append(n)
+        return n.target is torch.relu
+
+    folded = const_fold.split_const_subgraphs(gm, skip)
+    assert seen and all(n in ours for n in seen)
+    assert torch.relu in [n.target for n in folded.graph.nodes]
+    x = torch.randn(2, 3)
+    assert torch.allclose(folded(x), m(x))
+    # an nn.Module is traced with fxcpp; nothing to fold gives a FoldedGraphModule without a
+    # constant subgraph
+    plain = const_fold.split_const_subgraphs(m)
+    assert isinstance(plain, const_fold.FoldedGraphModule) and torch.allclose(plain(x), m(x))
+    nothing = const_fold.split_const_subgraphs(torch.nn.ReLU())
+    assert nothing.const_subgraph_module is None and torch.equal(nothing(x), torch.relu(x))
+
+
+@pytest.mark.parametrize('src_lib', ['torch', 'fxcpp'])
+def test_cse_pass_returns_fxcpp(src_lib):
+    from torch.fx.passes.dialect.common.cse_pass import CSEPass as TCSEPass
+    from fxcpp.passes.dialect.common.cse_pass import CSEPass
+
+    def f(x):
+        a = x.sin() + x.sin()
+        return a * x.sin()
+
+    lib = LIBS[src_lib]
+    gm = lib.symbolic_trace(f)
+    for n in gm.graph.nodes:
+        n.meta['tag'] = n.name
+    res = CSEPass()(gm)
+    assert res.modified and isinstance(res.graph_module, fx.GraphModule)
+    expected = TCSEPass()(tfx.symbolic_trace(f)).graph_module
+    assert res.graph_module.code == expected.code
+    assert [n.name for n in res.graph_module.graph.nodes] == ['x', 'sin', 'add', 'mul', 'output']
+    assert all(n.meta['tag'] == n.name for n in res.graph_module.graph.nodes)  # meta carried
+    x = torch.randn(4)
+    assert torch.equal(res.graph_module(x), f(x))
+    assert isinstance(CSEPass(), type(TCSEPass()))  # still a torch.fx PassBase
+
+
+@pytest.mark.parametrize('suffix', ['.experimental.rewriter', '.experimental.const_fold',
+                                    '.passes.dialect.common.cse_pass'])
+def test_counterpart_modules_have_torch_fx_names(suffix):
+    import importlib
+    ref = importlib.import_module('torch.fx' + suffix)
+    ours = importlib.import_module('fxcpp' + suffix)
+    own = [n for n, v in vars(ref).items()
+           if not n.startswith('_') and getattr(v, '__module__', None) == ref.__name__]
+    assert own and not [n for n in own if not hasattr(ours, n)]

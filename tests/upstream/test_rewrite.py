@@ -29,9 +29,11 @@ def test_from_import_split_by_what_fxcpp_has():
 
 
 def test_missing_module_stays_and_submodules_count():
-    out, _ = run("from torch.fx.experimental.rewriter import RewritingTracer\n"
+    out, _ = run("from torch.fx.experimental.proxy_tensor import make_fx\n"
+                 "from torch.fx.experimental.rewriter import RewritingTracer\n"
                  "from torch.fx import subgraph_rewriter\n")
-    assert out == ("from torch.fx.experimental.rewriter import RewritingTracer\n"
+    assert out == ("from torch.fx.experimental.proxy_tensor import make_fx\n"
+                   "from fxcpp.experimental.rewriter import RewritingTracer\n"
                    "from fxcpp import subgraph_rewriter\n")
 
 
@@ -46,8 +48,8 @@ def test_multiline_import_keeps_line_count_and_indentation():
 
 
 def test_aliased_module_import():
-    out, _ = run("import torch.fx as fx\nimport torch.fx\nimport torch.fx.experimental as e\n")
-    assert out == "import fxcpp as fx\nimport torch.fx\nimport torch.fx.experimental as e\n"
+    out, _ = run("import torch.fx as fx\nimport torch.fx\nimport torch.fx.passes.infra as e\n")
+    assert out == "import fxcpp as fx\nimport torch.fx\nimport torch.fx.passes.infra as e\n"
 
 
 def test_dotted_chains_in_code_not_strings_or_comments():
@@ -55,7 +57,7 @@ def test_dotted_chains_in_code_not_strings_or_comments():
            "import torch\n"
            "g = torch.fx.Graph()  # torch.fx.Graph\n"
            "s = 'torch.fx.Graph'\n"
-           "t = torch.fx.experimental.rewriter\n"
+           "t = torch.fx.experimental.proxy_tensor\n"
            "u = x.torch.fx.Graph\n")
     out, log = run(src)
     assert out.splitlines() == [
@@ -63,10 +65,10 @@ def test_dotted_chains_in_code_not_strings_or_comments():
         "import fxcpp; import torch",
         "g = fxcpp.Graph()  # torch.fx.Graph",
         "s = 'torch.fx.Graph'",
-        "t = torch.fx.experimental.rewriter",
+        "t = torch.fx.experimental.proxy_tensor",
         "u = x.torch.fx.Graph",
     ]
-    assert "t.py:5: kept on torch.fx: fxcpp lacks fxcpp.experimental (torch.fx.experimental.rewriter)" in log
+    assert "t.py:5: kept on torch.fx: fxcpp lacks fxcpp.experimental.proxy_tensor (torch.fx.experimental.proxy_tensor)" in log
 
 
 def test_non_fx_imports_untouched():

@@ -2,6 +2,7 @@
 
 Provided: ``shape_prop`` (ShapeProp, TensorMetadata) and
 ``utils.matcher_utils`` (SubgraphMatcher, InternalMatch, backed by the C++
-matcher).
+matcher) and ``dialect.common.cse_pass`` (torch.fx's CSEPass returning fxcpp
+GraphModules).
 """
 from . import shape_prop

@@ -1,0 +1,1 @@
+"""fxcpp.passes.dialect: fxcpp-returning versions of torch.fx.passes.dialect (``common.cse_pass``)."""
