@@ -815,19 +815,9 @@ c10::IValue Plan::eval(const Operand& o, Frame& f) const {
     }
     case K::GenericList: {
       std::vector<c10::IValue> items;
-      bool tensors = !o.items.empty();
-      for (auto& i : o.items) {
-        items.push_back(eval(i, f));
-        tensors &= items.back().isTensor();
-      }
-      if (tensors) {
-        c10::List<at::Tensor> l;
-        for (auto& v : items) l.push_back(v.toTensor());
-        return l;
-      }
-      c10::impl::GenericList l(c10::AnyType::get());
-      for (auto& v : items) l.push_back(std::move(v));
-      return l;
+      items.reserve(o.items.size());
+      for (auto& i : o.items) items.push_back(eval(i, f));
+      return make_list(std::move(items));
     }
     case K::Dict: {
       c10::impl::GenericDict d(o.key_type, c10::AnyType::get());
@@ -1154,6 +1144,21 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
 }
 
 // ---- Module -----------------------------------------------------------------------
+
+c10::IValue make_list(std::vector<c10::IValue> items) {
+  bool tensors = !items.empty();
+  for (auto& v : items) tensors &= v.isTensor();
+  if (tensors) {
+    c10::List<at::Tensor> l;
+    l.reserve(items.size());
+    for (auto& v : items) l.push_back(v.toTensor());
+    return l;
+  }
+  c10::impl::GenericList l(c10::AnyType::get());
+  l.reserve(items.size());
+  for (auto& v : items) l.push_back(std::move(v));
+  return l;
+}
 
 Module::Module(std::unique_ptr<Graph> graph, std::vector<NamedTensor> tensors, ModuleOptions options)
     : graph_(std::move(graph)), tensors_(std::move(tensors)), plan_(std::make_unique<Plan>()) {

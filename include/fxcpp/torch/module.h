@@ -93,6 +93,10 @@ class Module {
   std::unique_ptr<Plan> plan_;
 };
 
+/// A list value as the runtime passes lists: a `Tensor[]` when every item is
+/// a tensor (and there is at least one), otherwise a generic list. O(items).
+c10::IValue make_list(std::vector<c10::IValue> items);
+
 /// The newest file format version this build writes and reads.
 constexpr int kFormatVersion = 1;
 

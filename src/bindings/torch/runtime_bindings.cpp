@@ -71,20 +71,9 @@ c10::IValue to_ivalue(PyObject* o, int depth = 0) {
     Ref seq = owned(PySequence_Fast(o, "a sequence"));
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
     std::vector<c10::IValue> items;
-    bool tensors = n > 0;
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      items.push_back(to_ivalue(PySequence_Fast_GET_ITEM(seq.get(), i), depth + 1));
-      tensors &= items.back().isTensor();
-    }
+    for (Py_ssize_t i = 0; i < n; ++i) items.push_back(to_ivalue(PySequence_Fast_GET_ITEM(seq.get(), i), depth + 1));
     if (PyTuple_Check(o)) return c10::ivalue::Tuple::create(std::move(items));
-    if (tensors) {
-      c10::List<at::Tensor> l;
-      for (auto& v : items) l.push_back(v.toTensor());
-      return l;
-    }
-    c10::impl::GenericList l(c10::AnyType::get());
-    for (auto& v : items) l.push_back(std::move(v));
-    return l;
+    return torch::make_list(std::move(items));
   }
   Ref t = owned(PyObject_Repr(reinterpret_cast<PyObject*>(Py_TYPE(o))));
   throw torch::InputError(std::string("fxcpp: the runtime takes tensors, numbers, str, None, tuples and lists; got ") +
