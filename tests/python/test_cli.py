@@ -352,3 +352,42 @@ def test_bench_delegates_to_runner(workdir):
     # bench/run.py exists in the checkout: the unknown flag reaches it (argparse error from the runner)
     assert p.returncode == 2, p.stdout + p.stderr
     assert "run.py" in p.stderr and "--help-runner" in p.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# export / run / show FILE.fxpt (the C++ runtime)
+# ---------------------------------------------------------------------------------------
+
+def test_export_run_and_show_a_saved_model(workdir, tmp_path):
+    out = tmp_path / "r18.fxpt"
+    p = run(workdir, "export", "torchvision.models:resnet18", "--input-shape", "1,3,64,64", "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "fxcpp: wrote" in p.stderr and "lowering [" not in p.stderr  # no bar without a terminal
+    p = run(workdir, "run", str(out), "--input-shape", "3,3,64,64", "--repeat", "2")
+    assert p.returncode == 0, p.stderr
+    assert "ops in the C++ runtime" in p.stdout
+    assert "output: float32[3, 1000]" in p.stdout
+    assert re.search(r"latency over 2 runs \(1 thread\): median [0-9.]+ ms", p.stdout)
+    p = run(workdir, "show", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "torch.ops.aten.conv2d.default(x, conv1_weight" in p.stdout
+    from fxcpp import aten
+    assert p.stdout == aten.load(str(out)).code.strip("\n") + "\n"
+    p = run(workdir, "show", str(out), "--format", "graph")
+    assert p.returncode == 0 and p.stdout.startswith("graph():")
+
+
+def test_runtime_commands_fail_cleanly(workdir, tmp_path):
+    bad = tmp_path / "bad.fxpt"
+    bad.write_bytes(b"not a zip")
+    assert_clean_error(run(workdir, "run", str(bad), "--input-shape", "1,3"), "cannot load", "not a readable")
+    assert_clean_error(run(workdir, "run", str(tmp_path / "missing.fxpt"), "--input-shape", "1,3"), "no such file")
+    good = tmp_path / "good.fxpt"
+    assert run(workdir, "export", "torchvision.models:resnet18", "--input-shape", "1,3,32,32",
+               "-o", str(good)).returncode == 0
+    assert_clean_error(run(workdir, "run", str(good), "--input-shape", "3,32,32"),
+                       "expected a 4-dimensional tensor")
+    p = run(workdir, "export", "mymodels:Weird", "--input-shape", "1,3", "-o", str(tmp_path / "w.fxpt"))
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    assert "fxcpp: error: cannot lower mymodels:Weird: cannot lower node" in p.stderr
+    assert "hint: register a lowering with @fxcpp.aten.register_lowering" in p.stderr

@@ -183,7 +183,7 @@ def _cse_primitives(graph: Graph):
 
 
 def lower(model, *example_inputs, lowerings: Optional[Dict[Any, Callable]] = None, check: bool = True,
-          shape_prop: bool = True) -> GraphModule:
+          shape_prop: bool = True, progress: Optional[Callable[[int, int], None]] = None) -> GraphModule:
     """Lower ``model`` to a GraphModule of ATen overloads (Note [Value-carrying proxies]).
 
     Args:
@@ -198,6 +198,8 @@ def lower(model, *example_inputs, lowerings: Optional[Dict[Any, Callable]] = Non
         check: run ``check_lowered`` on the result.
         shape_prop: record ``node.meta['tensor_meta']`` by running the result
             on the example inputs (as ``fxcpp.passes.shape_prop.ShapeProp``).
+        progress: called as ``progress(done, total)`` after each node of the
+            traced graph is lowered (``fxcpp export`` draws a progress bar).
 
     Raises:
         LoweringError: a node cannot be lowered; the message names it, its
@@ -224,8 +226,11 @@ def lower(model, *example_inputs, lowerings: Optional[Dict[Any, Callable]] = Non
     def load(a):
         return map_arg(a, lambda n: env[n])
 
+    total = len(gm.graph.nodes)
     with torch.no_grad(), patched(ctx):
-        for node in gm.graph.nodes:
+        for done, node in enumerate(gm.graph.nodes, 1):
+            if progress is not None:
+                progress(done, total)
             module = None
             try:
                 if node.op == 'placeholder':
