@@ -28,6 +28,13 @@ class AtenOpInterface final : public ObjectInterface {
   std::string qualified_name(void* p) const override { return op(p)->python; }
   std::string pretty_target(void* p) const override { return op(p)->python; }
   std::string qualified_reference(void* p) const override { return op(p)->python; }
+  // An operator that writes to an argument (in-place, out=) is kept by DCE
+  // even when its result is unused: the write is the point.
+  bool is_impure_target(void* p) const override {
+    for (const c10::Argument& a : op(p)->handle.schema().arguments())
+      if (a.alias_info() && a.alias_info()->isWrite()) return true;
+    return false;
+  }
 };
 const AtenOpInterface aten_iface;
 

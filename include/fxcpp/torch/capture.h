@@ -1,0 +1,197 @@
+// fxcpp torch layer: capturing a graph from C++ code that calls ATen.
+//
+//   auto traced = fxcpp::torch::trace(
+//       [](const std::vector<at::Tensor>& in) { return at::relu(in[0] + in[1]); }, {x, y});
+//   std::cout << *traced.graph;                  // torch.fx-style printout
+//   fxcpp::torch::Module m = std::move(traced).module();
+//   c10::IValue out = m.forward({x, y});
+//
+//   torch::nn::Sequential net(...);              // any torch::nn module holder
+//   auto traced = fxcpp::torch::trace(net, {x}); // parameters become get_attr nodes
+//
+// Note [Capture by dispatcher mode]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// trace() runs the callable once on the example inputs with a dispatcher
+// mode active: the dispatch key TESTING_ONLY_GenericMode (free in LibTorch
+// 1.13; it sorts above Autograd, so it sees every operator call first) is put
+// in the thread's included set, and a boxed fallback registered for it (once,
+// on first use) records each call and redispatches below itself. While the
+// recorded operator runs the key is excluded, so only top-level calls are
+// recorded: `at::conv2d` is one `aten.conv2d.default` node, not the
+// convolution it decomposes into. Each node's target is aten_op(overload),
+// the same target the .fxpt loader and Python lowering produce, so the graph
+// runs in Module and prints like a lowered one.
+// * Values. Tensors are tracked by identity (TensorImpl), each map entry
+//   holding a strong reference, so a freed tensor's address cannot be
+//   mistaken for a new one. The example inputs are placeholders; a tensor an
+//   operator returns is its node (getitem of it for a tuple or list return,
+//   made when first used); any other tensor is a get_attr: by its module path
+//   for a torch::nn module's parameters and buffers (`layer1.0.conv1.weight`),
+//   `_tensor_constantN` otherwise. Tensors are shared, never copied.
+// * Other arguments become constants: ints, floats, bools, strings, lists,
+//   None; ScalarType/Layout/MemoryFormat/Device as torch_constant objects.
+//   Trailing arguments equal to the schema default are left out; kwarg-only
+//   arguments are kwargs.
+// * Specialisation. Like torch.jit.trace, the graph is the program run on
+//   these inputs: sizes read in C++ (`x.size(0)`, `x.dim()`) and values read
+//   back (`x.item<float>()`, control flow on tensor values) are baked in as
+//   constants. Traced::input_shapes records the example shapes;
+//   Traced::data_dependent counts calls whose non-tensor results the C++
+//   code may have branched on (item, equal, is_nonzero, ...).
+// * Mutation. In-place and out= calls are recorded in program order; the
+//   tensor they return is remapped to their node. An aten_op target whose
+//   schema writes to an argument is impure, so DCE keeps it.
+// * Errors. A capture started while another is active on the same thread
+//   throws CaptureError; an argument the graph cannot hold throws
+//   CaptureError naming the operator. All dispatcher state is kept in RAII
+//   guards, so after an exception the next capture and ordinary calls behave
+//   normally. Operators called on other threads are not recorded.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "fxcpp/core/graph.h"
+#include "fxcpp/torch/module.h"
+#include "fxcpp/torch/ops.h"
+
+namespace fxcpp::torch {
+
+/// A capture that cannot go on: nested captures, arguments the graph cannot
+/// represent, inputs that do not fit.
+struct CaptureError : Error {
+  using Error::Error;
+};
+
+/// How trace() captures.
+struct TraceOptions {
+  /// Placeholder names, one per example input; empty: "x", "x_1", ...
+  std::vector<std::string> input_names;
+  /// Tensors the graph reads by name (get_attr) instead of as
+  /// `_tensor_constantN`: a module's parameters and buffers. The
+  /// torch::nn overload of trace() fills this from the module.
+  std::vector<NamedTensor> named_tensors;
+  /// Remove nodes whose values are never used (pure ops only; see
+  /// Note [Capture by dispatcher mode], Mutation).
+  bool dead_code_elimination = true;
+};
+
+/// What trace() captured: a graph plus the tensors it reads.
+struct Traced {
+  std::unique_ptr<Graph> graph;
+  std::vector<NamedTensor> tensors;  ///< every get_attr target, in first-use order
+  /// The example inputs' sizes: the graph is specialised to them (sizes read
+  /// in C++ are constants). Also in each placeholder's meta["tensor_meta"].
+  std::vector<std::vector<int64_t>> input_shapes;
+  /// Recorded calls whose non-tensor results (a Scalar, a bool, an int)
+  /// the C++ code may have used: what they returned is baked into the graph.
+  size_t data_dependent = 0;
+  /// The recorded operator calls, in order (before dead code elimination).
+  size_t recorded_ops = 0;
+
+  /// Compiles the graph with the runtime (consumes this Traced).
+  Module module(ModuleOptions options = {}) && { return Module(std::move(graph), std::move(tensors), options); }
+};
+
+namespace detail {
+// Whether `M` is a torch::nn module holder (or a shared_ptr to a module).
+template <typename M, typename = void>
+struct IsModuleHolder : std::false_type {};
+template <typename M>
+struct IsModuleHolder<M, std::void_t<decltype(std::declval<M&>()->named_parameters(true)),
+                                     decltype(std::declval<M&>()->named_buffers(true))>> : std::true_type {};
+}  // namespace detail
+
+/// The callable trace() runs: it gets the example inputs (the same tensors,
+/// not copies) and returns a Tensor, a tuple or list of them, or any IValue.
+using TraceFn = std::function<c10::IValue(const std::vector<at::Tensor>&)>;
+
+/// Runs `fn(example_inputs)` once, recording every top-level ATen operator
+/// call made on this thread, and returns the graph (Note [Capture by
+/// dispatcher mode]). The graph's output is what fn returns. Exceptions
+/// thrown by fn (or by a kernel) propagate after the capture is torn down.
+/// Throws CaptureError when a capture is already active on this thread, or
+/// for an argument the graph cannot represent.
+Traced trace_function(const TraceFn& fn, const std::vector<at::Tensor>& example_inputs, TraceOptions options = {});
+
+/// trace_function for any callable (lambda, function pointer, functor) that
+/// takes the inputs' vector; a torch::nn module holder takes the overload
+/// below instead.
+template <typename F, typename = std::enable_if_t<!detail::IsModuleHolder<std::decay_t<F>>::value>>
+Traced trace(F&& fn, const std::vector<at::Tensor>& example_inputs, TraceOptions options = {}) {
+  return trace_function(TraceFn(std::forward<F>(fn)), example_inputs, std::move(options));
+}
+
+/// Whether a capture is active on this thread.
+bool capture_active();
+
+// ---- torch::nn modules (templates: no torch/torch.h here) ----------------------------
+
+namespace detail {
+template <typename M, size_t N, typename = void>
+struct ForwardArity : std::false_type {};
+template <typename M>
+struct ForwardArity<M, 1, std::void_t<decltype(std::declval<M&>()->forward(std::declval<at::Tensor>()))>>
+    : std::true_type {};
+template <typename M>
+struct ForwardArity<M, 2, std::void_t<decltype(std::declval<M&>()->forward(std::declval<at::Tensor>(),
+                                                                           std::declval<at::Tensor>()))>>
+    : std::true_type {};
+template <typename M>
+struct ForwardArity<M, 3, std::void_t<decltype(std::declval<M&>()->forward(
+                              std::declval<at::Tensor>(), std::declval<at::Tensor>(), std::declval<at::Tensor>()))>>
+    : std::true_type {};
+
+template <typename M>
+c10::IValue call_forward(M& module, const std::vector<at::Tensor>& in) {
+  if constexpr (ForwardArity<M, 1>::value)
+    if (in.size() == 1) return c10::IValue(module->forward(in[0]));
+  if constexpr (ForwardArity<M, 2>::value)
+    if (in.size() == 2) return c10::IValue(module->forward(in[0], in[1]));
+  if constexpr (ForwardArity<M, 3>::value)
+    if (in.size() == 3) return c10::IValue(module->forward(in[0], in[1], in[2]));
+  throw CaptureError("fxcpp::torch::trace: the module's forward does not take " + std::to_string(in.size()) +
+                     " tensors (pass a callable: trace(module, fn, inputs))");
+}
+
+/// The module's parameters and buffers by qualified name.
+template <typename M>
+std::vector<NamedTensor> module_tensors(M& module) {
+  std::vector<NamedTensor> out;
+  for (const auto& kv : module->named_parameters(true))
+    out.push_back(NamedTensor{kv.key(), NamedTensor::Kind::Parameter, kv.value()});
+  for (const auto& kv : module->named_buffers(true))
+    out.push_back(NamedTensor{kv.key(), NamedTensor::Kind::Buffer, kv.value()});
+  return out;
+}
+}  // namespace detail
+
+/// Captures `module->forward(inputs...)` (1 to 3 tensor arguments) of a
+/// torch::nn module holder (`torch::nn::Sequential`, `std::shared_ptr<MyNet>`,
+/// `torch::nn::Linear`, ...). The module's parameters and buffers become
+/// get_attr nodes named by their path. The module's training flag is used
+/// as it is (call module->eval() first for inference graphs).
+template <typename M, typename = std::enable_if_t<detail::IsModuleHolder<M>::value>>
+Traced trace(M& module, const std::vector<at::Tensor>& example_inputs, TraceOptions options = {}) {
+  auto named = detail::module_tensors(module);
+  options.named_tensors.insert(options.named_tensors.end(), named.begin(), named.end());
+  return trace_function([&](const std::vector<at::Tensor>& in) { return detail::call_forward(module, in); },
+                        example_inputs, std::move(options));
+}
+
+/// The same with a callable that uses the module (other forward signatures).
+template <typename M, typename = std::enable_if_t<detail::IsModuleHolder<M>::value>>
+Traced trace(M& module, const TraceFn& fn, const std::vector<at::Tensor>& example_inputs, TraceOptions options = {}) {
+  auto named = detail::module_tensors(module);
+  options.named_tensors.insert(options.named_tensors.end(), named.begin(), named.end());
+  return trace_function(fn, example_inputs, std::move(options));
+}
+
+}  // namespace fxcpp::torch
