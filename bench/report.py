@@ -26,6 +26,8 @@ SUITE_TITLES = OrderedDict([
     ("replace", "Transform toolkit: replace_pattern (bench/bench_transform.py)"),
     ("shape_prop", "Transform toolkit: ShapeProp (bench/bench_transform.py)"),
     ("core_cpp", "C++ core alone (build/fxcpp_core_bench, Google Benchmark)"),
+    ("runtime", "LibTorch runtime against ATen, TorchScript, Static Runtime, torch.fx and eager "
+                "(bench/bench_runtime.py)"),
 ])
 
 # The targets. kind: "speedup" (torch.fx / fxcpp >= bound),
@@ -204,10 +206,82 @@ def suite_table(rows, suite):
             body.append(f"| {r['case']} | {_size(r['size'])} | {_val(r['fxcpp'], r['unit'])} | "
                         f"{_val(p['fxcpp'], p['unit']) if p else '–'} | {_val(p['torchfx'], p['unit']) if p else '–'} |")
         return "\n".join([head] + body)
+    if suite == "runtime":
+        return runtime_tables(rs)
     head = "| case | N | fxcpp / node | torch.fx / node | speedup |\n|---|---:|---:|---:|---:|"
     body = [f"| {r['case']} | {_size(r['size'])} | {_val(r['fxcpp'], r['unit'])} | {_val(r['torchfx'], r['unit'])} "
             f"| {_ratio(r)} |" for r in rs]
     return "\n".join([head] + body)
+
+
+# The runtime suite's rows carry (value, reference) in (fxcpp, torchfx): see
+# bench/bench_runtime.py. Its tables show ratio = value / reference.
+_RUNTIME_VARIANTS = {
+    "fxcpp_cpp": "fxcpp runtime from C++ (`fxcpp::torch::load` + `forward`)",
+    "fxcpp_py": "fxcpp runtime from Python (`fxcpp.aten.load(path, runtime='cpp')`)",
+    "at_direct": "direct `at::add` / `at::mul` / `at::relu` calls from C++",
+    "at_out": "`at::add_out` / `mul_out` / `clamp_min_out` into two reused buffers (C++)",
+    "torchscript_cpp": "TorchScript interpreter from C++ (`torch::jit::load`, traced)",
+    "torchscript_py": "TorchScript interpreter from Python (`torch.jit.load`)",
+    "static_runtime_py": "Static Runtime on the frozen traced module (Python)",
+    "torchfx_gm_py": "torch.fx `GraphModule` (`symbolic_trace`)",
+    "eager_py": "eager PyTorch (Python)",
+    "fxcpp_py_vs_torchfx_gm": "fxcpp from Python against torch.fx `GraphModule`",
+    "fxcpp_load": "`fxcpp::torch::load` (.fxpt)",
+    "torchscript_load": "`torch::jit::load` (traced TorchScript)",
+    "fxpt": ".fxpt (`fxcpp.aten.save`)",
+    "torchscript": "TorchScript (`torch.jit.save` of the traced model)",
+}
+
+
+def _runtime_num(v, unit):
+    if v is None:
+        return "skipped"
+    if unit == "B":
+        return f"{v / 2**20:,.1f} MiB"
+    if unit == "inf/s":
+        return f"{v:.2f}" if v < 10 else f"{v:.1f}"
+    return f"{v:,.0f}" if v >= 100 else (f"{v:.2f}" if v >= 1 else f"{v:.3f}")
+
+
+def runtime_tables(rs):
+    groups = OrderedDict()
+    for r in rs:
+        groups.setdefault(r["case"].split("/", 1)[0], []).append(r)
+    out = ["One run, same inputs for every variant; one intra-op thread; inference mode everywhere. "
+           "Ratio = value / reference from the same run (for times, < 1 is faster than the reference)."]
+    for g, grs in groups.items():
+        unit = grs[0]["unit"]
+        if g == "chain":
+            title = f"Overhead-bound: {grs[0]['size']:,}-op chain of add/mul/relu on 1x8 float tensors"
+            cols, ref = "µs / op", "direct at:: calls"
+        elif g.endswith("_threads"):
+            title = f"{g[:-len('_threads')]} at batch 1: Python threads calling one module"
+            cols, ref = "inferences / s", "one thread"
+        elif g.endswith("_load"):
+            title = f"Loading {g[:-len('_load')]} from C++ (file in the page cache)"
+            cols, ref = "ms", "torch::jit::load"
+        elif g.endswith("_file"):
+            title = f"{g[:-len('_file')]} file size"
+            cols, ref = "size", "parameter + buffer bytes"
+        else:
+            title = f"Compute-bound: torchvision {g}, batch 1, 224x224"
+            cols, ref = "ms / forward", "eager"
+        out.append(f"\n**{title}**\n\n| variant | {cols} | ratio to {ref} |\n|---|---:|---:|")
+        for r in grs:
+            variant = r["case"].split("/", 1)[1] if "/" in r["case"] else r["case"]
+            if g.endswith("_threads"):
+                runtime, _, n = variant.rpartition("_")
+                label = f"{runtime}, {n[:-1]} thread{'s' if n != '1t' else ''}"
+            else:
+                label = _RUNTIME_VARIANTS.get(variant, variant)
+            ratio = (f"{r['fxcpp'] / r['torchfx']:.{3 if unit == 'B' else 2}f}x" if r["fxcpp"] and r["torchfx"]
+                     else "–")
+            value = _runtime_num(r["fxcpp"], unit)
+            if variant == "fxcpp_py_vs_torchfx_gm":
+                value = f"{value} vs {_runtime_num(r['torchfx'], unit)}"
+            out.append(f"| {label} | {value} | {ratio} |")
+    return "\n".join(out)
 
 
 # ------------------------------------------------------------------------------------

@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""Runtime benchmark: fxcpp's LibTorch runtime against ATen, TorchScript, Static
+Runtime, torch.fx and eager PyTorch, all in one run on the same inputs.
+
+Builds its models and files in a temporary directory, runs the C++ half
+(build/fxcpp_runtime_bench, bench/runtime_bench.cpp) on them, runs the
+Python-side variants, and prints one line per measurement (the protocol
+bench/run.py collects):
+
+    BENCH,runtime,<case>,<size>,<value>,<reference>,<unit>
+
+`value` is the variant's figure and `reference` the figure it is compared with,
+measured in the same run (ratio = value / reference). Cases:
+
+  chain/<variant>     1,000-op chain (add, mul, relu cycling on 1x8 float
+                      tensors), us per op; reference: direct at:: calls from C++
+      fxcpp_cpp          fxcpp::torch::load + Module::forward (C++)
+      fxcpp_py           fxcpp.aten.load(path, runtime='cpp') called from Python
+      at_direct          at::add / at::mul / at::relu in a C++ loop
+      at_out             at::add_out / mul_out / clamp_min_out into two reused buffers
+      torchscript_cpp    torch.jit.trace'd chain, torch::jit::load + forward (C++)
+      torchscript_py     the same file, torch.jit.load, from Python
+      static_runtime_py  torch._C._jit_to_static_module(torch.jit.freeze(traced)._c)
+      torchfx_gm_py      torch.fx.symbolic_trace(chain) GraphModule
+      eager_py           the Python loop itself
+  chain/fxcpp_py_vs_torchfx_gm   fxcpp_py against torchfx_gm_py
+  <model>/<variant>   torchvision <model> (resnet50; --quick: resnet18), batch 1,
+                      224x224, ms per forward; reference: eager_py. fxcpp runs a
+                      make_fx graph of the model in eval mode saved with
+                      fxcpp.aten.save (fxcpp_py, fxcpp_cpp); torchscript_cpp runs
+                      the traced model; static_runtime_py the frozen traced model
+  <model>_threads/<runtime>_<n>t  inferences per second with n Python threads
+                      calling one module (one intra-op thread each);
+                      reference: the same with one thread
+  <model>_load/<variant>  ms to load the file from C++ (from the page cache):
+                      fxcpp::torch::load of the .fxpt, torch::jit::load of the
+                      traced TorchScript file; reference: torchscript_load
+  <model>_file/<variant>  file size in bytes; reference: the bytes of the
+                      model's parameters and buffers
+
+Everything runs with one intra-op thread and under inference mode (fxcpp's
+forward always does; the other variants get torch.inference_mode() /
+c10::InferenceMode so none pays for autograd bookkeeping another skips).
+Times are the best of several repetitions after a warm-up call, with the
+garbage collector paused. Nothing here asserts on timings.
+"""
+import argparse
+import gc
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+os.environ.setdefault("GLOG_minloglevel", "2")  # Static Runtime logs its options at INFO
+
+import torch
+import torch.fx
+from torch.fx.experimental.proxy_tensor import make_fx
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+try:
+    import fxcpp
+except ImportError:  # run from a checkout without PYTHONPATH
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    import fxcpp
+if not os.path.exists(os.path.join(os.path.dirname(fxcpp.__file__), "aten", "_lower.py")):
+    # fxcpp.aten imports lower() from _lower; this benchmark needs only save/load.
+    import types
+    _stub = types.ModuleType("fxcpp.aten._lower")
+    for _n in ("LoweringError", "check_lowered", "lower", "register_lowering"):
+        setattr(_stub, _n, None)
+    sys.modules["fxcpp.aten._lower"] = _stub
+import fxcpp.aten  # noqa: E402
+
+SUITE = "runtime"
+CPP_BENCH = os.path.join(REPO, "build", "fxcpp_runtime_bench")
+CHAIN_OPS = 1000
+
+MODES = {
+    #         chain calls     model            model calls     threads: calls/thread, reps   load reps
+    "quick": dict(chain_iters=50, chain_reps=5, model="resnet18", model_iters=1, model_reps=4,
+                  thread_calls=4, thread_reps=2, load_reps=3),
+    "full": dict(chain_iters=100, chain_reps=7, model="resnet50", model_iters=1, model_reps=4,
+                 thread_calls=3, thread_reps=3, load_reps=3),
+}
+
+
+def emit(case, size, value, ref, unit):
+    def f(v):
+        return "skip" if v is None else f"{v:.6g}"
+    print(f"BENCH,{SUITE},{case},{size},{f(value)},{f(ref)},{unit}", flush=True)
+
+
+def best_of(fn, reps, iters):
+    """Best seconds per call over reps x iters calls, after one warm-up call."""
+    fn()
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        best = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            best = min(best, (time.perf_counter() - t0) / iters)
+        return best
+    finally:
+        if gc_was:
+            gc.enable()
+
+
+def under_inference(fn):
+    def run():
+        with torch.inference_mode():
+            return fn()
+    return run
+
+
+def max_diff(got, expect):
+    return float((got - expect).abs().max()) if got.shape == expect.shape else float("inf")
+
+
+class Chain(torch.nn.Module):
+    """add(x, y), mul(x, y), relu(x), cycling, CHAIN_OPS ops in all."""
+
+    def forward(self, x, y):
+        for i in range(CHAIN_OPS):
+            k = i % 3
+            if k == 0:
+                x = torch.add(x, y)
+            elif k == 1:
+                x = torch.mul(x, y)
+            else:
+                x = torch.relu(x)
+        return x
+
+
+def save_fxpt(module, inputs, path):
+    with torch.no_grad():
+        gm = make_fx(module)(*inputs)
+    fxcpp.aten.save(fxcpp.from_torch_fx(gm), path)
+
+
+def static_module(traced):
+    # Static Runtime in torch 1.13 is called like the module: sm(*args, **kwargs).
+    return torch._C._jit_to_static_module(torch.jit.freeze(traced.eval())._c)
+
+
+def run_cpp(args, timeout):
+    """Runs build/fxcpp_runtime_bench; {variant: (value, unit)}, {variant: max diff}."""
+    if not os.path.exists(CPP_BENCH):
+        print("build/fxcpp_runtime_bench not found (cmake --build build --target fxcpp_runtime_bench): "
+              "C++ variants skipped", flush=True)
+        return {}, {}
+    proc = subprocess.run([CPP_BENCH] + args, capture_output=True, text=True, timeout=timeout)
+    results, checks = {}, {}
+    for line in proc.stdout.splitlines():
+        parts = line.split(",")
+        if parts[0] == "RESULT" and len(parts) == 4:
+            results[parts[1]] = (float(parts[2]), parts[3])
+        elif parts[0] == "CHECK" and len(parts) == 3:
+            checks[parts[1]] = float(parts[2])
+    if proc.returncode != 0:
+        print(f"fxcpp_runtime_bench {args[0]} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}", flush=True)
+    return results, checks
+
+
+def report_checks(label, checks, tol):
+    for variant, d in checks.items():
+        ok = 0 <= d <= tol
+        print(f"check {label}/{variant}: max |difference| from eager {d:.3g}" + ("" if ok else "  << MISMATCH"),
+              flush=True)
+
+
+# ------------------------------------------------------------------------------------
+# 1. Overhead-bound: the op chain
+# ------------------------------------------------------------------------------------
+
+def bench_chain(tmp, cfg):
+    torch.manual_seed(0)
+    x, y = torch.randn(1, 8), torch.rand(1, 8)
+    model = Chain()
+    expect = model(x, y)
+    files = {k: os.path.join(tmp, f"chain_{k}") for k in ("x.bin", "y.bin", "out.bin")}
+    x.numpy().tofile(files["x.bin"])
+    y.numpy().tofile(files["y.bin"])
+    expect.numpy().tofile(files["out.bin"])
+    fxpt, pt = os.path.join(tmp, "chain.fxpt"), os.path.join(tmp, "chain.pt")
+    save_fxpt(model, (x, y), fxpt)
+    traced = torch.jit.trace(model, (x, y))
+    torch.jit.save(traced, pt)
+
+    cpp, checks = run_cpp(["chain", "--fxpt", fxpt, "--ts", pt, "--inputs", f"{files['x.bin']},{files['y.bin']}",
+                           "--shape", "1,8", "--expect", files["out.bin"], "--ops", str(CHAIN_OPS),
+                           "--iters", str(cfg["chain_iters"]), "--reps", str(cfg["chain_reps"])], timeout=300)
+    us = {k: v for k, (v, _unit) in cpp.items()}
+
+    fx_mod = fxcpp.aten.load(fxpt, runtime="cpp")
+    ts_mod = torch.jit.load(pt)
+    sm = static_module(traced)
+    gm = torch.fx.symbolic_trace(model)
+    py = {"fxcpp_py": lambda: fx_mod(x, y), "torchscript_py": lambda: ts_mod(x, y),
+          "static_runtime_py": lambda: sm(x, y), "torchfx_gm_py": lambda: gm(x, y), "eager_py": lambda: model(x, y)}
+    for name, fn in py.items():
+        fn = under_inference(fn)
+        checks[name] = max_diff(fn(), expect)
+        us[name] = best_of(fn, cfg["chain_reps"], cfg["chain_iters"]) * 1e6 / CHAIN_OPS
+    report_checks("chain", checks, 1e-5)
+
+    ref = us.get("at_direct")
+    for name in ("fxcpp_cpp", "fxcpp_py", "at_direct", "at_out", "torchscript_cpp", "torchscript_py",
+                 "static_runtime_py", "torchfx_gm_py", "eager_py"):
+        emit(f"chain/{name}", CHAIN_OPS, us.get(name), ref, "us/op")
+    emit("chain/fxcpp_py_vs_torchfx_gm", CHAIN_OPS, us.get("fxcpp_py"), us.get("torchfx_gm_py"), "us/op")
+
+
+# ------------------------------------------------------------------------------------
+# 2-4. Compute-bound model, two threads, load time and file size
+# ------------------------------------------------------------------------------------
+
+def throughput(fn, threads, calls, reps):
+    """Best inferences per second with `threads` threads each making `calls` calls
+    (the threads start together; the clock stops when the last one ends)."""
+    best = 0.0
+    for _ in range(reps):
+        barrier = threading.Barrier(threads + 1)
+
+        def work():
+            with torch.inference_mode():
+                barrier.wait()
+                for _ in range(calls):
+                    fn()
+
+        ts = [threading.Thread(target=work) for _ in range(threads)]
+        for t in ts:
+            t.start()
+        barrier.wait()
+        t0 = time.perf_counter()
+        for t in ts:
+            t.join()
+        best = max(best, threads * calls / (time.perf_counter() - t0))
+    return best
+
+
+def bench_model(tmp, cfg):
+    import torchvision
+    name = cfg["model"]
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)().eval()
+    x = torch.randn(1, 3, 224, 224)
+    with torch.inference_mode():
+        expect = model(x)
+    xin, out = os.path.join(tmp, f"{name}_x.bin"), os.path.join(tmp, f"{name}_out.bin")
+    x.numpy().tofile(xin)
+    expect.numpy().tofile(out)
+    fxpt, pt = os.path.join(tmp, f"{name}.fxpt"), os.path.join(tmp, f"{name}.pt")
+    save_fxpt(model, (x,), fxpt)
+    with torch.no_grad():
+        traced = torch.jit.trace(model, (x,))
+    torch.jit.save(traced, pt)
+
+    # 2. compute-bound forward
+    cpp, checks = run_cpp(["model", "--fxpt", fxpt, "--ts", pt, "--inputs", xin, "--shape", "1,3,224,224",
+                           "--expect", out, "--expect-shape", "1,1000", "--iters", str(cfg["model_iters"]),
+                           "--reps", str(cfg["model_reps"])], timeout=300)
+    ms = {k: v for k, (v, _unit) in cpp.items()}
+    fx_mod = fxcpp.aten.load(fxpt, runtime="cpp")
+    sm = static_module(traced)
+    py = {"eager_py": lambda: model(x), "fxcpp_py": lambda: fx_mod(x), "static_runtime_py": lambda: sm(x)}
+    for variant, fn in py.items():
+        fn = under_inference(fn)
+        checks[variant] = max_diff(fn(), expect)
+        ms[variant] = best_of(fn, cfg["model_reps"], cfg["model_iters"]) * 1e3
+    report_checks(name, checks, 1e-3)
+    for variant in ("eager_py", "fxcpp_py", "fxcpp_cpp", "torchscript_cpp", "static_runtime_py"):
+        emit(f"{name}/{variant}", 1, ms.get(variant), ms.get("eager_py"), "ms")
+    sm = None  # frees the Static Runtime module before the thread runs
+
+    # 3. two Python threads on one module (each thread: one intra-op thread).
+    # One and two threads alternate, so background load on this shared
+    # machine hits both alike; each keeps its best repetition.
+    for runtime, fn in (("fxcpp", lambda: fx_mod(x)), ("eager", lambda: model(x))):
+        one = two = 0.0
+        load = os.getloadavg()[0]
+        for _ in range(cfg["thread_reps"]):
+            one = max(one, throughput(fn, 1, 2 * cfg["thread_calls"], 1))
+            two = max(two, throughput(fn, 2, cfg["thread_calls"], 1))
+        print(f"threads {name}/{runtime}: load average {load:.2f} before, {os.getloadavg()[0]:.2f} after "
+              f"(nproc {os.cpu_count()})", flush=True)
+        emit(f"{name}_threads/{runtime}_1t", 1, one, one, "inf/s")
+        emit(f"{name}_threads/{runtime}_2t", 2, two, one, "inf/s")
+    fx_mod = None
+
+    # 4. load time from C++, file sizes
+    cpp, _ = run_cpp(["load", "--fxpt", fxpt, "--ts", pt, "--reps", str(cfg["load_reps"])], timeout=300)
+    ref = cpp.get("torchscript_load", (None,))[0]
+    for variant in ("fxcpp_load", "torchscript_load"):
+        emit(f"{name}_load/{variant}", 1, cpp.get(variant, (None,))[0], ref, "ms")
+    nbytes = sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
+    emit(f"{name}_file/fxpt", 1, os.path.getsize(fxpt), nbytes, "B")
+    emit(f"{name}_file/torchscript", 1, os.path.getsize(pt), nbytes, "B")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="resnet18, few repetitions (< 30 s)")
+    mode.add_argument("--full", action="store_true", help="resnet50 (the default)")
+    ap.add_argument("--keep", metavar="DIR", help="write the models and files to DIR and keep them")
+    args = ap.parse_args(argv)
+    cfg = MODES["quick" if args.quick else "full"]
+    torch.set_num_threads(1)
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
+        tmp, cleanup = args.keep, None
+    else:
+        cleanup = tempfile.TemporaryDirectory(prefix="fxcpp_runtime_bench.")
+        tmp = cleanup.name
+    try:
+        bench_chain(tmp, cfg)
+        bench_model(tmp, cfg)
+    finally:
+        if cleanup is not None:
+            cleanup.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
