@@ -62,6 +62,10 @@
 #include "fxcpp/torch/module.h"
 #include "fxcpp/torch/ops.h"
 
+namespace torch::jit {
+struct Module;  // torch/csrc/jit/api/module.h, included only by src/torch/torchscript.cpp
+}  // namespace torch::jit
+
 namespace fxcpp::torch {
 
 /// A capture that cannot go on: nested captures, arguments the graph cannot
@@ -193,5 +197,34 @@ Traced trace(M& module, const TraceFn& fn, const std::vector<at::Tensor>& exampl
   options.named_tensors.insert(options.named_tensors.end(), named.begin(), named.end());
   return trace_function(fn, example_inputs, std::move(options));
 }
+
+// ---- TorchScript modules --------------------------------------------------------------
+
+/// Captures `module.forward(example_inputs...)` of a TorchScript module (a
+/// `.pt` file from torch.jit.trace or torch.jit.script) by running it once
+/// in TorchScript's interpreter under the capture's dispatcher mode (Note
+/// [Capture by dispatcher mode]): every ATen operator the interpreter calls
+/// through the dispatcher becomes a node. The interpreter's own instructions
+/// (prim::GetAttr, prim::ListConstruct, aten::size, control flow, ...) are
+/// not dispatcher calls: what they computed is baked in, so the graph is
+/// specialised to the example inputs' shapes (and to the branches taken),
+/// as trace() is. Parameters and buffers are get_attr nodes named by their
+/// module path (`layer1.0.conv1.weight`, from named_parameters() and
+/// named_buffers()); other tensors the program holds are `_tensor_constantN`.
+/// Placeholders are named after forward's parameters (unless
+/// options.input_names says otherwise or they are not identifiers).
+/// Runs with autograd off and the graph executor's optimizations off
+/// (GraphOptimizerEnabledGuard), so no fusion group hides the operators.
+/// The module's training flag is used as it is. Throws CaptureError as
+/// trace() does; exceptions of the interpreter propagate.
+Traced from_torchscript(::torch::jit::Module& module, const std::vector<at::Tensor>& example_inputs,
+                        TraceOptions options = {});
+/// The same for a module saved with torch.jit.save, read with torch::jit::load
+/// (on the CPU). The file is TorchScript: unlike a .fxpt, loading it runs its code.
+Traced from_torchscript(const std::string& path, const std::vector<at::Tensor>& example_inputs,
+                        TraceOptions options = {});
+/// The same from the bytes of such a file.
+Traced from_torchscript_buffer(const void* data, size_t size, const std::vector<at::Tensor>& example_inputs,
+                               TraceOptions options = {});
 
 }  // namespace fxcpp::torch

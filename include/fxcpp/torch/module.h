@@ -108,6 +108,27 @@ Module load(const std::string& path, ModuleOptions options = {});
 /// The same from bytes in memory (the whole file).
 Module load_from_buffer(const void* data, size_t size, ModuleOptions options = {});
 
+/// Writes `graph` and the tensors its get_attr nodes read to `path` in the
+/// format `fxcpp.aten.save` writes (docs/fxpt_format.md, kFormatVersion), so
+/// the file loads with load() and with `fxcpp.aten.load` in Python. Only the
+/// tensors some get_attr names are written, in first-use order; a storage
+/// shared by several of them is written once; tensors not on the CPU (or
+/// conjugated, negated, not strided) are written as contiguous CPU copies.
+/// meta["tensor_meta"] (as load() and trace() store it) is kept. Parameters
+/// of a floating or complex dtype are written as requiring grad (the loader
+/// keeps no such flag; Python's load makes them nn.Parameters). Throws
+/// FormatError naming the node, before anything is written, for what the
+/// format cannot hold: call_module/call_method nodes, call_function targets
+/// other than aten_op()/primitive(), arguments other than constants, node
+/// references and torch_constant objects, get_attr of a name not in `tensors`,
+/// unsupported dtypes. Throws Error when the file cannot be written.
+/// O(nodes + argument size + tensor bytes).
+void save(const Graph& graph, const std::vector<NamedTensor>& tensors, const std::string& path);
+/// save(module.graph(), module.named_tensors(), path).
+void save(const Module& module, const std::string& path);
+/// The same file's bytes, in memory.
+std::string save_to_buffer(const Graph& graph, const std::vector<NamedTensor>& tensors);
+
 /// The graph and tensors of a file, without compiling a plan (for tools).
 std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std::string& path);
 

@@ -8,9 +8,10 @@
   ``fxcpp::torch::load`` does in a C++ program.
 * ``compile(model, *example_inputs)`` lowers and loads in one step.
 """
+from ._capture import from_torchscript
 from ._format import FORMAT_VERSION, load, save
 from ._lower import LoweringError, check_lowered, lower, register_lowering
 from ._runtime import CppModule, compile
 
 __all__ = ['lower', 'register_lowering', 'LoweringError', 'check_lowered', 'save', 'load', 'compile',
-           'CppModule', 'FORMAT_VERSION']
+           'CppModule', 'FORMAT_VERSION', 'from_torchscript']

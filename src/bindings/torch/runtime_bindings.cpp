@@ -14,6 +14,7 @@
 
 #include <memory>
 
+#include "fxcpp/torch/capture.h"
 #include "fxcpp/torch/module.h"
 
 namespace fxcpp::py {
@@ -164,6 +165,60 @@ PyObject* graph_json(PyObject*, PyObject* path) {
   return PyUnicode_FromStringAndSize(text.data(), static_cast<Py_ssize_t>(text.size()));
 }
 
+// Runs `fn` with the GIL released (it touches no Python object).
+template <typename F>
+void without_gil(F&& fn) {
+  PyThreadState* ts = PyEval_SaveThread();
+  try {
+    fn();
+  } catch (...) {
+    PyEval_RestoreThread(ts);
+    throw;
+  }
+  PyEval_RestoreThread(ts);
+}
+
+// from_torchscript(source: str | bytes, inputs: tuple[Tensor, ...], out_path) -> None:
+// captures a TorchScript module (a .pt path or its bytes) on `inputs` and
+// writes the graph as a .fxpt file (fxcpp::torch::from_torchscript, save).
+PyObject* from_torchscript(PyObject*, PyObject* args) {
+  PyObject *source, *inputs, *out;
+  if (!PyArg_ParseTuple(args, "OOO", &source, &inputs, &out)) throw PythonError();
+  if (!PyTuple_Check(inputs)) throw torch::InputError("fxcpp: from_torchscript takes a tuple of example inputs");
+  std::vector<at::Tensor> example;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(inputs); ++i) {
+    PyObject* t = PyTuple_GET_ITEM(inputs, i);
+    if (!THPVariable_Check(t)) throw torch::InputError("fxcpp: from_torchscript's example inputs must be tensors");
+    example.push_back(THPVariable_Unpack(t));
+  }
+  Ref out_fs = owned(PyOS_FSPath(out));
+  std::string out_path(utf8(out_fs.get(), "out_path"));
+  if (PyBytes_Check(source)) {
+    std::string bytes(PyBytes_AS_STRING(source), static_cast<size_t>(PyBytes_GET_SIZE(source)));
+    without_gil([&] {
+      torch::Traced t = torch::from_torchscript_buffer(bytes.data(), bytes.size(), example);
+      torch::save(*t.graph, t.tensors, out_path);
+    });
+  } else {
+    Ref fs = owned(PyOS_FSPath(source));
+    std::string path(utf8(fs.get(), "source"));
+    without_gil([&] {
+      torch::Traced t = torch::from_torchscript(path, example);
+      torch::save(*t.graph, t.tensors, out_path);
+    });
+  }
+  Py_RETURN_NONE;
+}
+
+// Runtime.save(path): writes the loaded graph and tensors with the C++ writer.
+PyObject* runtime_save(PyObject* self, PyObject* path) {
+  Ref fs = owned(PyOS_FSPath(path));
+  std::string p(utf8(fs.get(), "path"));
+  const torch::Module& m = module_of(self);
+  without_gil([&] { torch::save(m, p); });
+  Py_RETURN_NONE;
+}
+
 // Runtime.run(args: tuple) -> outputs. Note [Runtime and the GIL].
 PyObject* run(PyObject* self, PyObject* args) {
   if (!PyTuple_Check(args)) throw torch::InputError("fxcpp: Runtime.run takes a tuple of inputs");
@@ -234,6 +289,7 @@ void runtime_dealloc(PyObject* self) {
 
 PyMethodDef runtime_methods[] = {
     def<run>("run", METH_VARARGS, "run(*inputs): the forward, in C++ with the GIL released."),
+    def<runtime_save>("save", METH_O, "save(path): writes the graph and its tensors as a .fxpt file (C++ writer)."),
     def<tensors>("tensors", METH_NOARGS, "tensors() -> [(name, kind, tensor)]: the module's tensors (shared)."),
     def<input_names>("input_names", METH_NOARGS, "input_names() -> [str]: placeholder names in order."),
     def<num_instructions>("num_instructions", METH_NOARGS, "num_instructions() -> int: the plan's length."),
@@ -244,6 +300,9 @@ PyMethodDef module_methods[] = {
     def<load>("load", METH_O, "load(path) -> Runtime: reads a .fxpt file into the C++ runtime."),
     def<load_bytes>("load_bytes", METH_O, "load_bytes(data) -> Runtime: the same from the file's bytes."),
     def<graph_json>("graph_json", METH_O, "graph_json(path) -> str: the file's graph record."),
+    def<from_torchscript>("from_torchscript", METH_VARARGS,
+                          "from_torchscript(source, inputs, out_path): captures a TorchScript module (path or bytes) "
+                          "on the example inputs and saves the graph to out_path."),
     kEndOfMethods};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fxcpp._C_torch", "fxcpp's LibTorch runtime bindings.", -1,
