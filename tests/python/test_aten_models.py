@@ -31,16 +31,20 @@ DEFAULT = {'resnet18': 64, 'mobilenet_v3_small': 64, 'lraspp_mobilenet_v3_large'
 
 
 def _model_list():
-    if os.environ.get('FXCPP_ALL_MODELS'):
-        names = {}
-        for mod in (torchvision.models, torchvision.models.segmentation):
-            for name in dir(mod):
-                fn = getattr(mod, name)
-                if callable(fn) and name.islower() and not name.startswith('_') and name not in (
-                        'get_weight', 'get_model', 'list_models', 'get_model_weights', 'get_model_builder'):
-                    names[name] = 224
-        return names
-    return DEFAULT
+    if not os.environ.get('FXCPP_ALL_MODELS'):
+        return DEFAULT
+    import inspect
+    names = {}
+    for mod in (torchvision.models, torchvision.models.segmentation):
+        for name in dir(mod):
+            fn = getattr(mod, name)
+            if name.startswith('_') or not inspect.isfunction(fn) or name.startswith('get_'):
+                continue
+            params = inspect.signature(fn).parameters
+            if 'weights' in params:  # a model builder
+                # ViTs (and MaxViT's window partition) take 224 only; Inception needs 75 at least.
+                names[name] = 224 if name.startswith(('vit_', 'maxvit')) else 96 if name == 'inception_v3' else 64
+    return names
 
 
 def _leaves(v):
