@@ -16,6 +16,7 @@ Suites (each a separate process, so one crash cannot take the others down):
              against ATen calls, TorchScript, Static Runtime, torch.fx and eager;
              runs build/fxcpp_runtime_bench for the C++ side. Its lines carry
              <variant value>,<reference value> in the fxcpp,torchfx fields
+  toolbox    bench/bench_toolbox.py     split_module, const_fold and fuse (issue 13)
 
 Python suites print lines
 
@@ -46,12 +47,14 @@ RESULTS = os.path.join(HERE, "results")
 CORE_BENCH = os.path.join(REPO, "build", "fxcpp_core_bench")
 CORE_REPETITIONS = 5
 PY_SUITES = [("graph_api", "bench_graph_api.py"), ("trace", "bench_trace.py"), ("transform", "bench_transform.py"),
-             ("runtime", "bench_runtime.py")]
+             ("runtime", "bench_runtime.py"), ("toolbox", "bench_toolbox.py")]
 CSV_FIELDS = ["suite", "case", "size", "unit", "fxcpp", "torchfx", "speedup"]
 
 # Per-suite wall-clock limits (seconds): quick mode must stay under 2 minutes in all.
-TIMEOUTS = {"quick": {"core_cpp": 25, "graph_api": 45, "trace": 40, "transform": 30, "runtime": 45},
-            "full": {"core_cpp": 150, "graph_api": 360, "trace": 180, "transform": 600, "runtime": 300}}
+TIMEOUTS = {"quick": {"core_cpp": 25, "graph_api": 45, "trace": 40, "transform": 30, "runtime": 45,
+                       "toolbox": 90},
+            "full": {"core_cpp": 150, "graph_api": 360, "trace": 180, "transform": 600, "runtime": 300,
+                      "toolbox": 600}}
 
 # Google Benchmark name -> graph_api case of the same operation (for side-by-side rows).
 CPP_CASES = {"Build": "build", "GraphCopy": "graph_copy", "Dce": "dce", "ReplaceAllUsesWith": "rauw",
@@ -314,7 +317,7 @@ def main(argv=None):
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="small sizes, < 2 minutes (default)")
     mode.add_argument("--full", action="store_true", help="all sizes, < 15 minutes")
-    ap.add_argument("--only", help="comma-separated suites: core_cpp,graph_api,trace,transform,runtime "
+    ap.add_argument("--only", help="comma-separated suites: core_cpp,graph_api,trace,transform,runtime,toolbox "
                                    "(their rows replace those in the previous latest.csv)")
     ap.add_argument("--no-report", action="store_true", help="write the CSV only")
     args = ap.parse_args(argv)

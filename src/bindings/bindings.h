@@ -316,6 +316,8 @@ int init_tools(PyObject* m);
 int init_code(PyObject* m);
 /// Module functions for symbolic tracing (trace_bindings.cpp).
 int init_trace(PyObject* m);
+/// Module functions of the torch.fx toolbox passes, split_module (toolbox_bindings.cpp).
+int init_toolbox(PyObject* m);
 /// The core graph of a fxcpp.Graph object (borrowed), or null with TypeError set.
 Graph* core_graph_of(PyObject* graph);
 

@@ -1,0 +1,224 @@
+"""The torch.fx toolbox on fxcpp (issue 13): split_module, const_fold and fuse,
+fxcpp vs torch.fx 1.13 side by side, in one run.
+
+Prints a human-readable table with ratios and, for a runner, one line per
+measurement:
+
+    BENCH,toolbox,<case>,<size>,<fxcpp_us_per_node>,<torchfx_us_per_node>
+
+Cases (size = nodes of the input graph; times are per input node, best of N):
+  split_module_chain   add/mul chain, callback puts the ops into 10 partitions in runs
+  split_module_wide    independent 10-node blocks on two inputs, 10 partitions in runs
+  const_fold           half the nodes a get_attr-fed constant chain, half a live chain
+  fuse_conv_bn         nn.Sequential of Conv2d(1, 1, 1) + BatchNorm2d(1) pairs (eval)
+
+fxcpp side: ``fxcpp.passes.split_module.split_module`` (or, where absent, torch.fx's
+``split_module`` on the fxcpp module plus ``fxcpp.from_torch_fx``);
+``fxcpp.experimental.const_fold.split_const_subgraphs``; torch.fx's
+``torch.fx.experimental.optimization.fuse`` on the fxcpp-traced module (fxcpp has
+no fuse of its own). torch.fx side: the same calls on the torch.fx equivalent
+(converted with ``fxcpp.to_torch_fx``, so node names are identical).
+torch.fx 1.13's naming is quadratic in repeated names, so its largest runs are
+measured once, and skipped when predicted to take over a minute.
+
+Usage: PYTHONPATH=python /usr/bin/python3 bench/bench_toolbox.py [--quick|--full]
+"""
+import argparse
+import gc
+import operator
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'python'))
+
+import torch  # noqa: E402
+import torch.fx as tfx  # noqa: E402
+from torch.fx.experimental.optimization import fuse as torch_fuse  # noqa: E402
+from torch.fx.experimental import const_fold as torch_const_fold  # noqa: E402
+from torch.fx.passes.split_module import split_module as torch_split_module  # noqa: E402
+
+import fxcpp as fx  # noqa: E402
+from fxcpp.experimental import const_fold as fx_const_fold  # noqa: E402
+
+try:
+    from fxcpp.passes.split_module import split_module as fx_split_module  # noqa: E402
+    SPLIT_IMPL = 'fxcpp.passes.split_module'
+except ImportError:  # before fxcpp had its own: torch.fx's loop through interop
+    def fx_split_module(m, root_m, split_callback, **kw):
+        return fx.from_torch_fx(torch_split_module(m, root_m, split_callback, **kw))
+    SPLIT_IMPL = 'torch.fx split_module on the fxcpp module + from_torch_fx'
+
+ROWS = []
+REF_LIMIT_S = 60.0  # skip a torch.fx run predicted to take longer
+
+
+def report(case, size, ours, ref, note=''):
+    ROWS.append((case, size, ours, ref))
+    if ref == ref:
+        ratio = f"x{ref / ours:7.1f}" if ours > 0 else "x    inf"
+        ref_s = f"{ref:9.3f}"
+    else:
+        ratio, ref_s = "       -", "  skipped"
+    print(f"toolbox {case:22s} {size:>7d}  fxcpp {ours:9.3f} us/node  torch.fx {ref_s} us/node  {ratio} {note}",
+          flush=True)
+    print(f"BENCH,toolbox,{case},{size},{ours:.4f},{'skip' if ref != ref else f'{ref:.4f}'}", flush=True)
+
+
+def best_of(make_input, run, repeat):
+    """Best (min) seconds of run(make_input()) over `repeat` runs; the input is built untimed and
+    the garbage collector is paused while timing."""
+    samples = []
+    for _ in range(repeat):
+        arg = make_input()
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            run(arg)
+            samples.append(time.perf_counter() - t0)
+        finally:
+            gc.enable()
+        del arg
+    return min(samples)
+
+
+# ----------------------------------------------------------------------------------
+# Graphs (built with fxcpp; the torch.fx equivalent is fxcpp.to_torch_fx of it)
+# ----------------------------------------------------------------------------------
+
+def chain_gm(n):
+    g = fx.Graph()
+    x = g.placeholder('x')
+    y = g.placeholder('y')
+    cur = x
+    for i in range(n - 3):
+        cur = g.call_function(operator.add if i % 2 else operator.mul, (cur, y))
+    g.output(cur)
+    return fx.GraphModule(torch.nn.Module(), g)
+
+
+def wide_gm(n):
+    g = fx.Graph()
+    x = g.placeholder('x')
+    y = g.placeholder('y')
+    outs = []
+    for b in range((n - 3) // 10):
+        t = g.call_function(operator.mul, (x, b))
+        t = g.call_function(operator.sub, (t, 1))
+        a = g.call_function(operator.add, (t, y))
+        r = g.call_function(torch.relu, (a,))
+        u = g.call_function(operator.mul, (r, 2))
+        u = g.call_function(torch.neg, (u,))
+        u = g.call_function(operator.add, (u, t))
+        v = g.call_function(operator.truediv, (r, 3))
+        w = g.call_function(operator.add, (u, v))
+        w = g.call_function(operator.sub, (w, a))
+        outs.append(w)
+    g.output(tuple(outs))
+    return fx.GraphModule(torch.nn.Module(), g)
+
+
+def const_gm(n):
+    """get_attr w -> n/2 constant ops; x -> n/2 live ops; output add(live, const)."""
+    root = torch.nn.Module()
+    root.w = torch.nn.Parameter(torch.ones(2))
+    g = fx.Graph()
+    x = g.placeholder('x')
+    c = g.get_attr('w')
+    half = (n - 4) // 2
+    for i in range(half):
+        c = g.call_function(operator.add if i % 2 else operator.mul, (c, 1.5))
+    cur = x
+    for i in range(n - 4 - half):
+        cur = g.call_function(operator.add if i % 2 else operator.mul, (cur, 2))
+    g.output(g.call_function(operator.add, (cur, c)))
+    return fx.GraphModule(root, g)
+
+
+def conv_bn_model(n):
+    layers = []
+    for _ in range((n - 2) // 2):
+        layers += [torch.nn.Conv2d(1, 1, 1), torch.nn.BatchNorm2d(1)]
+    return torch.nn.Sequential(*layers).eval()
+
+
+def runs_callback(n, k=10):
+    """A split callback assigning the graph's ops to k partitions in runs of about n/k."""
+    state = {'i': 0}
+    run = max(1, n // k)
+
+    def cb(node):
+        p = state['i'] // run
+        state['i'] += 1
+        return min(p, k - 1)
+    return cb
+
+
+# ----------------------------------------------------------------------------------
+# Cases
+# ----------------------------------------------------------------------------------
+
+def bench_split(case, build, sizes, repeat):
+    prev = None  # (size, torch.fx seconds) for the quadratic prediction
+    for n in sizes:
+        gm = build(n)
+        tgm = fx.to_torch_fx(gm)
+        nodes = len(gm.graph.nodes)
+        ours = best_of(lambda: runs_callback(nodes), lambda cb: fx_split_module(gm, gm, cb), repeat)
+        predicted = prev[1] * (n / prev[0]) ** 2 if prev else 0.0
+        if predicted > REF_LIMIT_S:
+            ref = float('nan')
+        else:
+            reps = repeat if n <= 10000 else 1
+            ref = best_of(lambda: runs_callback(nodes), lambda cb: torch_split_module(tgm, tgm, cb), reps)
+            prev = (n, ref)
+        report(case, n, ours / nodes * 1e6, ref / nodes * 1e6 if ref == ref else ref)
+
+
+def bench_const_fold(sizes, repeat):
+    prev = None
+    for n in sizes:
+        nodes = len(const_gm(n).graph.nodes)
+        ours = best_of(lambda: const_gm(n), fx_const_fold.split_const_subgraphs, repeat)
+        predicted = prev[1] * (n / prev[0]) ** 2 if prev else 0.0
+        if predicted > REF_LIMIT_S:
+            ref = float('nan')
+        else:
+            reps = repeat if n <= 10000 else 1
+            ref = best_of(lambda: fx.to_torch_fx(const_gm(n)), torch_const_fold.split_const_subgraphs, reps)
+            prev = (n, ref)
+        report('const_fold', n, ours / nodes * 1e6, ref / nodes * 1e6 if ref == ref else ref)
+
+
+def bench_fuse(sizes, repeat):
+    for n in sizes:
+        torch.manual_seed(0)
+        model = conv_bn_model(n)
+        ours_gm = fx.symbolic_trace(model)
+        theirs_gm = tfx.symbolic_trace(model)
+        nodes = len(ours_gm.graph.nodes)
+        reps = repeat if n <= 1000 else max(1, repeat // 3)
+        ours = best_of(lambda: ours_gm, torch_fuse, reps)
+        ref = best_of(lambda: theirs_gm, torch_fuse, reps)
+        report('fuse_conv_bn', n, ours / nodes * 1e6, ref / nodes * 1e6, '(torch.fx fuse on both)')
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--quick', action='store_true', help='1e3 / 1e4, few repeats')
+    ap.add_argument('--full', action='store_true', help='1e3 / 1e4 / 1e5 (the default)')
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    repeat = 3 if args.quick else 5
+    sizes = [1000, 10000] if args.quick else [1000, 10000, 100000]
+    print(f"torch {torch.__version__}; sizes in nodes; ratio = torch.fx / fxcpp (higher is better)")
+    print(f"fxcpp split_module: {SPLIT_IMPL}")
+    bench_split('split_module_chain', chain_gm, sizes, repeat)
+    bench_split('split_module_wide', wide_gm, sizes, repeat)
+    bench_const_fold(sizes, repeat)
+    bench_fuse([1000] if args.quick else [1000, 10000], repeat)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,91 @@
+// Bindings for the torch.fx toolbox passes (issue 13): split_module's graph work.
+#include "bindings.h"
+
+#include "fxcpp/passes/split_module.h"
+
+namespace fxcpp::py {
+namespace {
+
+/// A new reference to a list of `seq` (list or tuple) items; throws on anything else.
+Ref fast_seq(PyObject* o, const char* what) { return owned(PySequence_Fast(o, what)); }
+
+// _split_module(graph, partition_ids, submod_names, partition_graphs, top_graph, getitem,
+//               keep_original_order) -> (construct_order, module_calls, get_attrs)
+// partition_ids: one int per op (not placeholder/get_attr/output) in graph order,
+// numbered by first appearance. Builds the partition graphs and the top graph
+// (fxcpp::split_module) and copies node.meta (shallow, as torch.fx) onto every
+// node copied from an original. module_calls: [(partition, original call_module
+// node)] in graph order; get_attrs: the original get_attr nodes in graph order.
+PyObject* split_module_py(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 7) {
+    PyErr_SetString(PyExc_TypeError, "_split_module expects 7 arguments");
+    return nullptr;
+  }
+  Graph* g = core_graph_of(args[0]);
+  if (!g) return nullptr;
+  Ref ids = fast_seq(args[1], "_split_module: partition_ids must be a sequence");
+  Ref names = fast_seq(args[2], "_split_module: submod_names must be a sequence");
+  Ref graphs = fast_seq(args[3], "_split_module: partition_graphs must be a sequence");
+  Graph* top = core_graph_of(args[4]);
+  if (!top) return nullptr;
+  const bool keep = check(PyObject_IsTrue(args[6])) != 0;
+
+  std::vector<uint32_t> partition_of(static_cast<size_t>(PySequence_Fast_GET_SIZE(ids.get())));
+  PyObject** id_items = PySequence_Fast_ITEMS(ids.get());
+  for (size_t i = 0; i < partition_of.size(); ++i) {
+    unsigned long v = PyLong_AsUnsignedLong(id_items[i]);
+    if (v == static_cast<unsigned long>(-1) && PyErr_Occurred()) throw PythonError();
+    partition_of[i] = static_cast<uint32_t>(v);
+  }
+  std::vector<std::string> submod_names;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(names.get()); ++i)
+    submod_names.push_back(utf8_string(PySequence_Fast_GET_ITEM(names.get(), i), "_split_module submod name"));
+  std::vector<Graph*> parts;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(graphs.get()); ++i) {
+    Graph* pg = core_graph_of(PySequence_Fast_GET_ITEM(graphs.get(), i));
+    if (!pg) return nullptr;
+    parts.push_back(pg);
+  }
+
+  SplitModuleResult r = split_module(*g, partition_of, submod_names, parts, *top, borrow_obj(args[5]), keep);
+
+  // node.meta: new.meta = orig.meta.copy() where the original has a non-empty one.
+  for (const auto& [created, orig] : r.copied) {
+    PyObject* ow = wrapper_of(*orig);
+    if (!ow) continue;
+    PyObject* meta = reinterpret_cast<PyNode*>(ow)->meta;
+    if (!meta || PyDict_GET_SIZE(meta) == 0) continue;
+    Ref copy = owned(PyDict_Copy(meta));
+    Ref cw = Ref::steal(check(wrap_node(created)));
+    Py_XSETREF(reinterpret_cast<PyNode*>(cw.get())->meta, copy.release());
+  }
+
+  Ref order = owned(PyList_New(static_cast<Py_ssize_t>(r.construct_order.size())));
+  for (size_t i = 0; i < r.construct_order.size(); ++i)
+    PyList_SET_ITEM(order.get(), static_cast<Py_ssize_t>(i), owned(PyLong_FromUnsignedLong(r.construct_order[i])).release());
+  Ref calls = owned(PyList_New(static_cast<Py_ssize_t>(r.module_calls.size())));
+  for (size_t i = 0; i < r.module_calls.size(); ++i) {
+    Ref p = owned(PyLong_FromUnsignedLong(r.module_calls[i].first));
+    Ref n = Ref::steal(check(wrap_node(const_cast<Node*>(r.module_calls[i].second))));
+    PyList_SET_ITEM(calls.get(), static_cast<Py_ssize_t>(i), owned(PyTuple_Pack(2, p.get(), n.get())).release());
+  }
+  Ref attrs = owned(PyList_New(static_cast<Py_ssize_t>(r.get_attrs.size())));
+  for (size_t i = 0; i < r.get_attrs.size(); ++i)
+    PyList_SET_ITEM(attrs.get(), static_cast<Py_ssize_t>(i),
+                    check(wrap_node(const_cast<Node*>(r.get_attrs[i]))));
+  return PyTuple_Pack(3, order.get(), calls.get(), attrs.get());
+}
+
+PyMethodDef toolbox_methods[] = {
+    def<split_module_py>("_split_module", METH_FASTCALL,
+                         "_split_module(graph, partition_ids, submod_names, partition_graphs, top_graph, getitem, "
+                         "keep_original_order) -> (construct_order, module_calls, get_attrs)\n"
+                         "torch.fx split_module's graph construction in the C++ core "
+                         "(fxcpp.passes.split_module)."),
+    kEndOfMethods};
+
+}  // namespace
+
+int init_toolbox(PyObject* m) { return add_functions(m, toolbox_methods); }
+
+}  // namespace fxcpp::py
