@@ -37,6 +37,17 @@ measured in the same run (ratio = value / reference). Cases:
                       traced TorchScript file; reference: torchscript_load
   <model>_file/<variant>  file size in bytes; reference: the bytes of the
                       model's parameters and buffers
+  capture_<module>/<variant>  capture from C++ (build/fxcpp_capture_bench,
+                      bench/capture_bench.cpp), us per captured op, on the same
+                      torch::nn module: cnn (conv-bn-relu x2, pool, conv, linear
+                      on 1x3x32x32) and chain (1,000 add/mul/relu on 1x8);
+                      reference: jit_tracer
+      fxcpp_trace        fxcpp::torch::trace(module, inputs) (dispatcher mode)
+      jit_tracer         torch::jit::tracer::trace of the module's forward
+      eager              module->forward alone (what both captures also run)
+      fxcpp_overhead     fxcpp_trace - eager; reference: jit_tracer - eager
+  (The capture cases run under NoGradGuard, not inference mode: the JIT tracer
+  does not trace inference tensors.)
 
 Everything runs with one intra-op thread and under inference mode (fxcpp's
 forward always does; the other variants get torch.inference_mode() /
@@ -77,14 +88,15 @@ import fxcpp.aten  # noqa: E402
 
 SUITE = "runtime"
 CPP_BENCH = os.path.join(REPO, "build", "fxcpp_runtime_bench")
+CAPTURE_BENCH = os.path.join(REPO, "build", "fxcpp_capture_bench")
 CHAIN_OPS = 1000
 
 MODES = {
     #         chain calls     model            model calls     threads: calls/thread, reps   load reps
     "quick": dict(chain_iters=50, chain_reps=5, model="resnet18", model_iters=1, model_reps=4,
-                  thread_calls=4, thread_reps=2, load_reps=3),
+                  thread_calls=4, thread_reps=2, load_reps=3, capture_iters=12, capture_reps=3),
     "full": dict(chain_iters=100, chain_reps=7, model="resnet50", model_iters=1, model_reps=4,
-                 thread_calls=3, thread_reps=3, load_reps=3),
+                 thread_calls=3, thread_reps=3, load_reps=3, capture_iters=40, capture_reps=7),
 }
 
 
@@ -304,15 +316,55 @@ def bench_model(tmp, cfg):
     emit(f"{name}_file/torchscript", 1, os.path.getsize(pt), nbytes, "B")
 
 
+# ------------------------------------------------------------------------------------
+# 5. Capture from C++: fxcpp::torch::trace against torch::jit::tracer
+# ------------------------------------------------------------------------------------
+
+def bench_capture(cfg):
+    if not os.path.exists(CAPTURE_BENCH):
+        print("build/fxcpp_capture_bench not found (cmake --build build --target fxcpp_capture_bench): "
+              "capture cases skipped", flush=True)
+        return
+    proc = subprocess.run([CAPTURE_BENCH, "--iters", str(cfg["capture_iters"]), "--reps", str(cfg["capture_reps"]),
+                           "--ops", str(CHAIN_OPS)], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        print(f"fxcpp_capture_bench exited {proc.returncode}: {proc.stderr.strip()[-2000:]}", flush=True)
+    us, ops, checks = {}, {}, {}
+    for line in proc.stdout.splitlines():
+        parts = line.split(",")
+        if parts[0] == "RESULT" and len(parts) == 4:
+            us[parts[1]] = float(parts[2])
+        elif parts[0] == "OPS" and len(parts) == 3:
+            ops[parts[1]] = int(parts[2])
+        elif parts[0] == "CHECK" and len(parts) == 3:
+            checks[parts[1]] = float(parts[2])
+    report_checks("capture", checks, 1e-4)
+    for module in ("cnn", "chain"):
+        ours, jit, eager = (us.get(f"{module}/{v}") for v in ("fxcpp_trace", "jit_tracer", "eager"))
+        n = ops.get(f"{module}/fxcpp_trace", 0)
+        print(f"capture {module}: {n} ops recorded by fxcpp::torch::trace, "
+              f"{ops.get(f'{module}/jit_tracer', 0)} aten nodes in the JIT trace", flush=True)
+        case = f"capture_{module}"
+        emit(f"{case}/fxcpp_trace", n, ours, jit, "us/op")
+        emit(f"{case}/jit_tracer", n, jit, jit, "us/op")
+        emit(f"{case}/eager", n, eager, jit, "us/op")
+        over = (ours - eager, jit - eager) if None not in (ours, jit, eager) else (None, None)
+        emit(f"{case}/fxcpp_overhead", n, over[0], over[1], "us/op")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="resnet18, few repetitions (< 30 s)")
     mode.add_argument("--full", action="store_true", help="resnet50 (the default)")
     ap.add_argument("--keep", metavar="DIR", help="write the models and files to DIR and keep them")
+    ap.add_argument("--capture-only", action="store_true", help="run the C++ capture cases only")
     args = ap.parse_args(argv)
     cfg = MODES["quick" if args.quick else "full"]
     torch.set_num_threads(1)
+    if args.capture_only:
+        bench_capture(cfg)
+        return 0
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
         tmp, cleanup = args.keep, None
@@ -322,6 +374,7 @@ def main(argv=None):
     try:
         bench_chain(tmp, cfg)
         bench_model(tmp, cfg)
+        bench_capture(cfg)
     finally:
         if cleanup is not None:
             cleanup.cleanup()

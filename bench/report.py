@@ -232,6 +232,10 @@ _RUNTIME_VARIANTS = {
     "torchscript_load": "`torch::jit::load` (traced TorchScript)",
     "fxpt": ".fxpt (`fxcpp.aten.save`)",
     "torchscript": "TorchScript (`torch.jit.save` of the traced model)",
+    "fxcpp_trace": "`fxcpp::torch::trace` (dispatcher-mode capture, C++)",
+    "jit_tracer": "`torch::jit::tracer::trace` (LibTorch's JIT tracer, C++)",
+    "eager": "the module's forward alone, no capture (C++)",
+    "fxcpp_overhead": "capture overhead: `fxcpp::torch::trace` - eager, against the tracer's",
 }
 
 
@@ -256,6 +260,11 @@ def runtime_tables(rs):
         if g == "chain":
             title = f"Overhead-bound: {grs[0]['size']:,}-op chain of add/mul/relu on 1x8 float tensors"
             cols, ref = "µs / op", "direct at:: calls"
+        elif g.startswith("capture_"):
+            what = {"capture_cnn": "a small torch::nn CNN (conv-bn-relu x2, pool, conv, linear; 1x3x32x32)",
+                    "capture_chain": f"a {grs[0]['size']:,}-op torch::nn chain of add/mul/relu on 1x8 tensors"}
+            title = f"Capture from C++: {what.get(g, g[len('capture_'):])}, per recorded op (no grad mode)"
+            cols, ref = "µs / op", "the JIT tracer"
         elif g.endswith("_threads"):
             title = f"{g[:-len('_threads')]} at batch 1: Python threads calling one module"
             cols, ref = "inferences / s", "one thread"

@@ -14,7 +14,9 @@ Suites (each a separate process, so one crash cannot take the others down):
              (run when present)
   runtime    bench/bench_runtime.py     the LibTorch runtime (fxcpp.aten / fxcpp::torch)
              against ATen calls, TorchScript, Static Runtime, torch.fx and eager;
-             runs build/fxcpp_runtime_bench for the C++ side. Its lines carry
+             runs build/fxcpp_runtime_bench for the C++ side, and
+             build/fxcpp_capture_bench (fxcpp::torch::trace against
+             torch::jit::tracer on torch::nn modules). Its lines carry
              <variant value>,<reference value> in the fxcpp,torchfx fields
   toolbox    bench/bench_toolbox.py     split_module, const_fold and fuse (issue 13)
 

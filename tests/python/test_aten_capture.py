@@ -160,3 +160,34 @@ def test_from_torchscript_errors(tmp_path):
         aten.from_torchscript(str(tmp_path / 'missing.pt'), torch.randn(1, 2))
     with pytest.raises(RuntimeError):
         aten.from_torchscript(script, torch.randn(1, 3))  # the wrong shape fails in the interpreter
+
+
+# ---- examples/cpp/capture_loop.cpp ------------------------------------------------------
+
+CAPTURE_LOOP = os.path.join(os.environ.get('FXCPP_BUILD_DIR', os.path.join(HERE, '..', '..', 'build')),
+                            'fxcpp_example_capture_loop')
+
+
+@pytest.mark.skipif(not os.path.exists(CAPTURE_LOOP),
+                    reason='build/fxcpp_example_capture_loop is not built (make build)')
+def test_capture_loop_example(tmp_path):
+    """The C++ example captures a torch::nn CNN, folds its batch norms, runs and
+    saves it; the file loads in Python and gives the C++ runtime's output."""
+    import subprocess
+
+    import numpy as np
+    out = str(tmp_path / 'cnn.fxpt')
+    proc = subprocess.run([CAPTURE_LOOP, out, '--repeat', '2'], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert 'after folding 3 batch_norm(s) into conv2d' in proc.stdout
+    assert 'allclose(fxcpp, eager): true' in proc.stdout
+    assert 'timings: capture' in proc.stdout
+    gm = aten.load(out)
+    targets = [str(n.target) for n in gm.graph.nodes if n.op == 'call_function']
+    assert targets.count('aten.conv2d.default') == 3
+    assert not any('batch_norm' in t for t in targets)
+    x = torch.from_numpy(np.fromfile(out + '.x.bin', dtype=np.float32)).reshape(2, 3, 32, 32)
+    y = torch.from_numpy(np.fromfile(out + '.y.bin', dtype=np.float32)).reshape(2, 10)
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), y, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(aten.load(out, runtime='cpp')(x), y, rtol=1e-5, atol=1e-6)
