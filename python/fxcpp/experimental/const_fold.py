@@ -5,24 +5,24 @@ or other such nodes, and pure), moves them into a separate constant subgraph, an
 :class:`FoldedGraphModule` that runs that subgraph once, on its first call or on
 ``run_folding()``, and from then on reads the folded values from attributes.
 
-The partitioning is torch.fx's own ``torch.fx.experimental.const_fold.split_const_subgraphs``,
-run on a torch.fx view of the module (``fxcpp.to_torch_fx``: ``meta`` dicts are shared, the
-submodules/parameters are the same objects); its result is converted back with
-``fxcpp.from_torch_fx``, so the caller gets fxcpp objects and ``node.meta`` survives as it does
-in torch.fx. (Passing an fxcpp GraphModule straight to torch.fx's function re-traces it with
-torch.fx, since it is not a ``torch.fx.GraphModule``, which drops ``node.meta``.)
-``skip_folding_node_fn`` is called with the caller's own nodes.
+torch.fx 1.13's results (same code, same ``node.meta`` copies, ``skip_folding_node_fn`` called on
+the same nodes in the same order), computed by fxcpp: one pass marks the constant ops, the split
+is the core's ``split_module`` pass (``_C._split_module``), the constant graph reads its inputs
+with ``get_attr`` and the live partition is inlined with the core's ``graph_copy``. A torch.fx
+GraphModule is converted with ``fxcpp.from_torch_fx`` (``meta`` shared); its
+``skip_folding_node_fn`` sees the caller's torch.fx nodes.
 """
-from typing import Callable, Optional, Union
+import operator
+from typing import Callable, List, Optional, Union
 
 import torch
 import torch.fx
-from torch.fx.experimental import const_fold as _torch_const_fold
-from torch.fx.experimental.const_fold import get_unique_attr_name_in_module  # noqa: F401
+from torch.fx.experimental.const_fold import get_unique_attr_name_in_module
 
+from .. import _C
 from ..graph import Graph
-from ..graph_module import GraphModule
-from ..interop import from_torch_fx, to_torch_fx
+from ..graph_module import GraphModule, _assign_attr
+from ..interop import from_torch_fx
 from ..node import Node
 
 __all__ = ['FoldedGraphModule', 'get_unique_attr_name_in_module', 'split_const_subgraphs']
@@ -37,6 +37,7 @@ class FoldedGraphModule(GraphModule):
     def __init__(self, root: torch.nn.Module, graph: Graph, const_subgraph: Optional[Graph] = None,
                  fx_const_folded_attrs_name: Optional[str] = None,
                  device_for_folded_attrs: str = "cuda"):
+        graph._owners = 0  # as torch.fx: this module owns `graph` even if another one did
         super().__init__(root, graph)
         self.const_subgraph_module = (None if const_subgraph is None
                                       else GraphModule(root, const_subgraph))
@@ -71,6 +72,36 @@ class FoldedGraphModule(GraphModule):
         setattr(self, self.fx_const_folded_attrs_name, folded)
 
 
+def _resolve(m, qualname: str, message: str):
+    obj = m
+    for atom in qualname.split('.'):
+        if not hasattr(obj, atom):
+            raise RuntimeError(message)
+        obj = getattr(obj, atom)
+    return obj
+
+
+def _constant_ops(graph: Graph, skip: Optional[Callable[[Node], bool]]) -> Optional[List[int]]:
+    """0 (constant) or 1 for every op that is not a placeholder, get_attr or output, in graph
+    order; None when no such op is constant."""
+    const = set()
+    ids = []
+    found = False
+    for node in graph.nodes:
+        op = node.op
+        if op == 'placeholder' or op == 'output':
+            continue
+        if ((op == 'get_attr' or const.issuperset(node.all_input_nodes))
+                and not (skip is not None and skip(node)) and not node.is_impure()):
+            const.add(node)
+            if op != 'get_attr':
+                found = True
+                ids.append(0)
+        elif op != 'get_attr':
+            ids.append(1)
+    return ids if found else None
+
+
 def split_const_subgraphs(
     module: Union[torch.nn.Module, GraphModule, torch.fx.GraphModule],
     skip_folding_node_fn: Optional[Callable[[Node], bool]] = None,
@@ -78,22 +109,104 @@ def split_const_subgraphs(
 ) -> FoldedGraphModule:
     """Split ``module``'s constant subgraph out (see the module docstring). ``module`` is an
     fxcpp or torch.fx GraphModule, or an ``nn.Module`` (traced with ``fxcpp.symbolic_trace``)."""
-    if isinstance(module, (GraphModule, torch.fx.GraphModule)):
-        traced = module
+    skip = skip_folding_node_fn
+    if isinstance(module, GraphModule):
+        gm = module
+    elif isinstance(module, torch.fx.GraphModule):
+        gm = from_torch_fx(module)
+        if skip is not None:
+            ours_to_theirs = dict(zip(gm.graph.nodes, module.graph.nodes))
+
+            def skip(node):
+                return skip_folding_node_fn(ours_to_theirs.get(node, node))
     else:
         from .._symbolic_trace import symbolic_trace
-        traced = symbolic_trace(module)
-    view = to_torch_fx(traced)
-    skip = skip_folding_node_fn
-    if skip is not None and view is not traced:
-        theirs_to_ours = dict(zip(view.graph.nodes, traced.graph.nodes))
+        gm = symbolic_trace(module)
+    graph = gm.graph
 
-        def skip(node):
-            return skip_folding_node_fn(theirs_to_ours.get(node, node))
-    folded = _torch_const_fold.split_const_subgraphs(view, skip, device_for_folded_attrs)
-    out = FoldedGraphModule(folded, from_torch_fx(folded.graph), None,
-                            folded.fx_const_folded_attrs_name, folded.device_for_folded_attrs)
-    if folded.const_subgraph_module is not None:
-        # its get_attrs name attributes of the split module, which ``folded`` lacks
-        out.const_subgraph_module = from_torch_fx(folded.const_subgraph_module)
-    return out
+    # 1. which ops are constant (torch.fx's rules, in graph order): a get_attr, or an op all of
+    #    whose inputs are constant; not one the caller skips, not an impure one.
+    ids = _constant_ops(graph, skip)
+    if ids is None:  # nothing but get_attrs is constant: nothing to fold
+        return FoldedGraphModule(gm, graph)
+
+    # 2. split into the constant partition ('0') and the rest ('1'), numbered by first appearance
+    first = ids[0] if ids else 0
+    keys = ['0', '1'] if first == 0 else ['1', '0']
+    if len(set(ids)) < 2:
+        # torch.fx reads split.submod_1, which does not exist when every op is constant
+        raise AttributeError("'GraphModule' object has no attribute 'submod_1'")
+    if first != 0:
+        ids = [1 - i for i in ids]
+    names = ['submod_' + k for k in keys]
+    const_p, live_p = keys.index('0'), keys.index('1')
+    parts = [Graph(), Graph()]
+    top = Graph()
+    _, module_calls, get_attrs = _C._split_module(graph, ids, names, parts, top, operator.getitem, False)
+
+    # the module the new graphs read their attributes from (torch.fx's `split`)
+    # (the partition modules themselves are not needed: stand-ins keep its attribute names)
+    root = torch.nn.Module()
+    for name in names:
+        setattr(root, name, torch.nn.Module())
+    for node in get_attrs:
+        _assign_attr(_resolve(gm, node.target, f"Node target {node.target} not found!"), root, node.target)
+    for _, node in module_calls:
+        target = node.target
+        _assign_attr(_resolve(gm, target, f"Operator target {target} not found!"), root, target.replace('.', '_'))
+
+    # 3. the constant graph reads its inputs with get_attr instead of taking them as arguments
+    const_graph, live_graph = parts[const_p], parts[live_p]
+    call_const = call_live = None
+    for node in top.nodes:
+        if node.op == 'call_module':
+            if node.target == names[const_p]:
+                call_const = node
+            else:
+                call_live = node
+    by_name = {n.name: n for n in call_const.args}
+    for node in list(const_graph.nodes):
+        if node.op == 'output':
+            multiple_outputs = isinstance(node.args[0], tuple)
+            continue
+        if node.op != 'placeholder':
+            continue
+        in_node = by_name[node.target]
+        assert in_node.op == 'get_attr'
+        with const_graph.inserting_before(node):
+            new_node = const_graph.get_attr(in_node.target)
+        new_node.meta = node.meta.copy()
+        node.replace_all_uses_with(new_node)
+        const_graph.erase_node(node)
+
+    # 4. the top graph reads the folded values from one attribute; the call is dropped
+    attrs_name = get_unique_attr_name_in_module(root, "_FX_CONST_FOLDED_ATTRS")
+    setattr(root, attrs_name, torch.nn.ParameterList() if multiple_outputs else torch.nn.Parameter())
+    with top.inserting_before(call_const):
+        folded_attrs = top.get_attr(attrs_name)
+    folded_attrs.meta = call_const.meta.copy()
+    call_const.replace_all_uses_with(folded_attrs)
+    top.erase_node(call_const)
+    for node in reversed(list(top.nodes)):  # what was only used by the call (the rest is used)
+        if node.op == 'get_attr' and not node.users:
+            top.erase_node(node)
+
+    # 5. inline the live partition where the top graph calls it
+    val_map = {}
+    placeholders = []
+    for node, arg in zip(live_graph.nodes, call_live.args):
+        if node.op != 'placeholder':
+            break
+        val_map[node] = arg
+        placeholders.append((node, arg))
+    with top.inserting_before(call_live):
+        result = top.graph_copy(live_graph, val_map)
+    for node, arg in placeholders:  # torch.fx's inlining gives the argument the input's meta
+        arg.meta = node.meta.copy()
+    call_live.replace_all_uses_with(result)
+    top._owning_module = root  # for the purity of call_module nodes; FoldedGraphModule owns it
+    try:
+        top.eliminate_dead_code()
+    finally:
+        top._owning_module = None
+    return FoldedGraphModule(root, top, const_graph, attrs_name, device_for_folded_attrs)

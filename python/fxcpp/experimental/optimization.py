@@ -1,0 +1,163 @@
+"""fxcpp.experimental.optimization: ``fuse`` (Conv+BatchNorm folding for inference),
+``remove_dropout`` and ``extract_subgraph`` on fxcpp GraphModules.
+
+Same signatures and results as ``torch.fx.experimental.optimization`` 1.13 (same ``code``, same
+outputs), traced and rewritten with fxcpp; the folding itself is torch's
+``torch.nn.utils.fusion.fuse_conv_bn_eval``.
+
+``fuse(model, inplace=False)``: torch.fx deep-copies the whole model before tracing it. Here the
+model is traced as it is and only what the result references is deep-copied (one memo, so
+sharing between those objects is kept; a fused conv takes the place of its original in the
+copy), which gives the same module without copying the modules the fusion replaces. As in
+torch.fx, the caller's model is not modified (with ``inplace=True`` only a submodule that the
+graph calls directly and that contains a fused conv is, as there).
+"""
+import copy
+from typing import Any, Dict, Iterable, List, Tuple, Type
+
+import torch
+import torch.nn as nn
+from torch.nn.utils.fusion import fuse_conv_bn_eval
+
+from .._symbolic_trace import Tracer, symbolic_trace
+from ..graph import Graph
+from ..graph_module import GraphModule
+from ..interpreter import Transformer
+from ..node import Argument, Node, Target
+
+__all__ = ['extract_subgraph', 'fuse', 'matches_module_pattern', 'remove_dropout', 'replace_node_module']
+
+_PATTERNS = ((nn.Conv1d, nn.BatchNorm1d), (nn.Conv2d, nn.BatchNorm2d), (nn.Conv3d, nn.BatchNorm3d))
+
+
+def _parent_name(target: str) -> Tuple[str, str]:
+    """``'a.b.c'`` -> ``('a.b', 'c')``; ``'c'`` -> ``('', 'c')``."""
+    parent, _, name = target.rpartition('.')
+    return parent, name
+
+
+def matches_module_pattern(pattern: Iterable[Type], node: Node, modules: Dict[str, Any]) -> bool:
+    """Whether ``node`` and its first argument are call_module nodes of exactly the types of
+    ``pattern`` (its second and first entry)."""
+    if len(node.args) == 0:
+        return False
+    for expected_type, current in zip(pattern, (node.args[0], node)):
+        if not isinstance(current, Node) or current.op != 'call_module':
+            return False
+        target = current.target
+        if not isinstance(target, str) or target not in modules:
+            return False
+        if type(modules[target]) is not expected_type:
+            return False
+    return True
+
+
+def replace_node_module(node: Node, modules: Dict[str, Any], new_module: torch.nn.Module):
+    """Install ``new_module`` at ``node.target`` (in ``modules`` and on its parent module)."""
+    assert isinstance(node.target, str)
+    parent_name, name = _parent_name(node.target)
+    modules[node.target] = new_module
+    setattr(modules[parent_name], name, new_module)
+
+
+def _resolve(root: Any, target: str) -> Any:
+    obj = root
+    for atom in target.split('.'):
+        obj = getattr(obj, atom)
+    return obj
+
+
+def fuse(model: torch.nn.Module, inplace=False) -> torch.nn.Module:
+    """Fold every eval-mode BatchNorm{1,2,3}d applied to the only use of a Conv{1,2,3}d into the
+    conv (torch.fx's ``fuse``). Returns an fxcpp GraphModule; ``model`` is copied unless
+    ``inplace`` (see the module docstring)."""
+    graph = Tracer().trace(model)
+    training = model.training
+    # what torch.fx's traced module holds: the targets the graph references
+    referenced = {}
+    for node in graph.nodes:
+        if node.op == 'call_module' or node.op == 'get_attr':
+            referenced.setdefault(node.target, None)
+    modules: Dict[str, Any] = {}
+    for target in referenced:
+        obj = _resolve(model, target)
+        if isinstance(obj, torch.nn.Module):
+            modules[target] = obj
+    calls = graph.find_nodes(op='call_module')
+
+    fused: Dict[str, torch.nn.Module] = {}  # conv target -> fused conv
+    replaced: Dict[int, torch.nn.Module] = {}  # id(original conv) -> fused conv
+    for conv_type, bn_type in _PATTERNS:
+        for node in calls:
+            if type(modules.get(node.target)) is not bn_type:  # (an erased node had another type)
+                continue
+            conv_node = node.args[0] if node.args else None
+            if not isinstance(conv_node, Node) or conv_node.op != 'call_module':
+                continue
+            if type(modules.get(conv_node.target)) is not conv_type:
+                continue
+            if len(conv_node.users) > 1:  # the conv's output is used elsewhere too
+                continue
+            conv, bn = modules[conv_node.target], modules[node.target]
+            if not bn.track_running_stats:
+                continue
+            new_conv = fuse_conv_bn_eval(conv, bn)
+            target = conv_node.target
+            parent_name, name = _parent_name(target)
+            if inplace and parent_name in modules:  # torch.fx sets it on the module it holds
+                setattr(modules[parent_name], name, new_conv)
+            if target not in fused:
+                replaced.setdefault(id(conv), new_conv)
+            fused[target] = new_conv
+            modules[target] = new_conv
+            node.replace_all_uses_with(conv_node)
+            graph.erase_node(node)
+
+    memo: Dict[int, Any] = {} if inplace else dict(replaced)
+    root: Dict[str, Any] = {}
+    for node in graph.nodes:
+        if node.op != 'call_module' and node.op != 'get_attr':
+            continue
+        target = node.target
+        if target in root:
+            continue
+        parent, _, rest = target, '', ''
+        while parent and parent not in fused:
+            parent, _, tail = parent.rpartition('.')
+            rest = tail + ('.' + rest if rest else '')
+        if parent:  # at or inside a fused conv
+            root[target] = _resolve(fused[parent], rest) if rest else fused[parent]
+            continue
+        obj = _resolve(model, target)
+        root[target] = obj if inplace else copy.deepcopy(obj, memo)
+    out = GraphModule(root, graph)
+    out.training = training
+    return out
+
+
+class _DropoutRemover(Transformer):
+    def call_module(self, target: Target, args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Any:
+        if isinstance(self.submodules[target], nn.Dropout):
+            assert len(args) == 1
+            return args[0]
+        return super().call_module(target, args, kwargs)
+
+
+def remove_dropout(model: nn.Module) -> nn.Module:
+    """``model`` traced with fxcpp, without its ``nn.Dropout`` calls (torch.fx's
+    ``remove_dropout``)."""
+    return _DropoutRemover(symbolic_trace(model)).transform()
+
+
+def extract_subgraph(orig_module: nn.Module, nodes: List[Node], inputs: List[Node], outputs: List[Node]):
+    """A GraphModule running ``nodes`` (in order) on placeholders named after ``inputs`` and
+    returning the list of ``outputs`` (torch.fx's ``extract_subgraph``)."""
+    new_graph = Graph()
+    env: Dict[Node, Node] = {}
+    for inp in inputs:
+        env[inp] = new_graph.placeholder(inp.name)
+    for node in nodes:
+        env[node] = new_graph.node_copy(node, env.__getitem__)
+    new_graph.output([env[output] for output in outputs])
+    new_graph.lint()
+    return GraphModule(orig_module, new_graph)
