@@ -224,10 +224,11 @@ class Compiler {
   //   argument's set; getitem and list concatenation join their container's.
   //   A set that holds a graph input or reaches the graph output is never
   //   planned: the caller never receives a planned buffer.
-  // * Candidates. A call with one Tensor return that aliases nothing and
-  //   whose op has an out= overload taking the same arguments (found by
-  //   schema: `add.Tensor` -> `add.out`, `sum.dim_IntList` ->
-  //   `sum.IntList_out`; relu -> clamp_min.out(self, 0)).
+  // * Candidates. A call with one Tensor return that aliases nothing, whose
+  //   op has a CPU kernel of its own (not a composite: their out= overloads
+  //   may decompose differently and round differently) and an out= overload
+  //   taking the same arguments (found by schema: `add.Tensor` -> `add.out`,
+  //   `sum.dim_IntList` -> `sum.IntList_out`; relu -> clamp_min.out(self, 0)).
   // * Lifetimes. A candidate's value lives from its instruction to the last
   //   reader of any member of its alias set (a view keeps its base alive).
   //   Values whose lifetimes do not overlap share one storage, assigned by a
@@ -305,6 +306,10 @@ class Compiler {
       if (!in.op || in.num_returns != 1 || escapes[find(in.out)]) continue;
       const auto& ret = in.op->handle.schema().returns()[0];
       if (ret.alias_info() || ret.type()->kind() != c10::TypeKind::TensorType) continue;
+      // Only ops with their own CPU kernel: a composite op's out= overload can
+      // take another path than its functional form (matmul.out does not fold
+      // batch dimensions into one GEMM as matmul does) and round differently.
+      if (!in.op->handle.hasKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
       if (!attach_out_variant(in)) continue;
       uint32_t end = set_end[find(in.out)];
       uint32_t b = 0;

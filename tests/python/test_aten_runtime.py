@@ -333,3 +333,4 @@ def test_planned_runtime_matches_python_on_random_graphs(tmp_path, graph, rows):
         assert len(got) == len(want)
         for a, b in zip(got, want):
             torch.testing.assert_close(a, b, equal_nan=True)
+

@@ -279,7 +279,7 @@ def _graph_module(runtime, doc: Dict[str, Any]) -> GraphModule:
     return GraphModule(root, graph, doc.get('class_name', 'GraphModule'))
 
 
-def load(path, runtime: str = 'python'):
+def load(path, runtime: str = 'python', plan_memory: bool = True):
     """Reads a file written by :func:`save`.
 
     ``runtime='python'`` returns a GraphModule (same ``code`` as the saved
@@ -287,12 +287,14 @@ def load(path, runtime: str = 'python'):
     forward runs the whole graph in the C++ runtime with the GIL released.
     Either way the C++ loader checks the whole file first and reads the
     tensors once; no code from the file runs. A malformed or newer file
-    raises ValueError saying what is wrong.
+    raises ValueError saying what is wrong. ``plan_memory=False`` makes the
+    C++ runtime allocate every result as eager PyTorch does (Note [Memory
+    planning] in src/torch/plan.cpp).
     """
     from ._runtime import CppModule
     if runtime not in ('python', 'cpp'):
         raise ValueError(f"fxcpp.aten.load: runtime must be 'python' or 'cpp', not {runtime!r}")
-    rt = _C_torch.load(path)
+    rt = _C_torch.load(path, plan_memory=plan_memory)
     if runtime == 'cpp':
         return CppModule(rt)
     doc = json.loads(_C_torch.graph_json(path))

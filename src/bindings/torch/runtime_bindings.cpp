@@ -129,7 +129,13 @@ PyObject* make_runtime(torch::Module m) {
 }
 
 // load(path) -> Runtime
-PyObject* load(PyObject*, PyObject* path) {
+// load(path, plan_memory=True) -> Runtime
+PyObject* load(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* names[] = {"path", "plan_memory", nullptr};
+  PyObject* path = nullptr;
+  int plan = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p:load", const_cast<char**>(names), &path, &plan))
+    throw PythonError();
   Ref fs = owned(PyOS_FSPath(path));
   std::string p(utf8(fs.get(), "path"));
   std::unique_ptr<torch::Module> m;
@@ -137,7 +143,7 @@ PyObject* load(PyObject*, PyObject* path) {
     // Reading and planning touch no Python object.
     PyThreadState* ts = PyEval_SaveThread();
     try {
-      m = std::make_unique<torch::Module>(torch::load(p));
+      m = std::make_unique<torch::Module>(torch::load(p, torch::ModuleOptions{plan != 0}));
     } catch (...) {
       PyEval_RestoreThread(ts);
       throw;
@@ -297,7 +303,8 @@ PyMethodDef runtime_methods[] = {
     kEndOfMethods};
 
 PyMethodDef module_methods[] = {
-    def<load>("load", METH_O, "load(path) -> Runtime: reads a .fxpt file into the C++ runtime."),
+    def<load>("load", METH_VARARGS | METH_KEYWORDS,
+              "load(path, plan_memory=True) -> Runtime: reads a .fxpt file into the C++ runtime."),
     def<load_bytes>("load_bytes", METH_O, "load_bytes(data) -> Runtime: the same from the file's bytes."),
     def<graph_json>("graph_json", METH_O, "graph_json(path) -> str: the file's graph record."),
     def<from_torchscript>("from_torchscript", METH_VARARGS,
