@@ -24,6 +24,7 @@ from ..graph import Graph
 from ..graph_module import GraphModule, _assign_attr
 from ..interop import from_torch_fx
 from ..node import Node
+from ..passes.split_module import _resolve
 
 __all__ = ['FoldedGraphModule', 'get_unique_attr_name_in_module', 'split_const_subgraphs']
 
@@ -70,15 +71,6 @@ class FoldedGraphModule(GraphModule):
         else:
             folded = as_param(values)
         setattr(self, self.fx_const_folded_attrs_name, folded)
-
-
-def _resolve(m, qualname: str, message: str):
-    obj = m
-    for atom in qualname.split('.'):
-        if not hasattr(obj, atom):
-            raise RuntimeError(message)
-        obj = getattr(obj, atom)
-    return obj
 
 
 def _constant_ops(graph: Graph, skip: Optional[Callable[[Node], bool]]) -> Optional[List[int]]:
