@@ -483,3 +483,28 @@ def test_torchvision(name):
 @pytest.mark.parametrize('name', TV_SLOW)
 def test_torchvision_slow(name):
     _check_tv(name)
+
+
+def test_numel_stays_symbolic_and_runs_in_cpp(tmp_path):
+    # aten::numel is a TorchScript builtin the dispatcher (and so the C++
+    # runtime) does not have: numel() lowers to the product of the sizes.
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x.reshape(-1) * x.numel() + x[0].numel()
+
+    gm = A.lower(M(), torch.randn(2, 3))
+    assert 'numel' not in gm.code
+    path = tmp_path / 'numel.fxpt'
+    A.save(gm, path)
+    cpp = A.load(path, runtime='cpp')
+    for rows in (2, 5):
+        x = torch.randn(rows, 3)
+        torch.testing.assert_close(cpp(x), M()(x))
+
+
+def test_check_lowered_refuses_torchscript_builtins():
+    g = fx.Graph()
+    x = g.placeholder('x')
+    g.output(g.call_function(torch.ops.aten.numel.default, (x,)))
+    with pytest.raises(A.LoweringError, match='aten::numel is a TorchScript builtin, not a dispatcher operator'):
+        A.check_lowered(g)

@@ -417,6 +417,11 @@ def check_lowered(gm) -> None:
             if b is not None:
                 fail(node, f'argument {b!r:.80} of type {type(b).__name__}')
         if isinstance(t, torch._ops.OpOverload):
+            schema = t._schema
+            qualified = schema.name + ('.' + schema.overload_name if schema.overload_name else '')
+            if not torch._C._dispatch_has_kernel(qualified):
+                fail(node, f'{qualified} is a TorchScript builtin, not a dispatcher operator: the C++ runtime '
+                           'cannot call it')
             continue
         if not any(t is p for p in PRIMITIVES):
             fail(node, 'the target is neither an ATen overload (torch.ops.aten.<op>.<overload>) nor a primitive')

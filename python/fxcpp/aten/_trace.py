@@ -647,7 +647,15 @@ def _m_size(ctx, t, dim=None):
 
 
 def _m_numel(ctx, t):
-    return ctx.call(torch.ops.aten.numel.default, t)
+    # aten::numel is a TorchScript builtin, not a dispatcher operator, so the
+    # C++ runtime cannot call it: the product of the symbolic sizes instead.
+    shape = list(ctx.shape_of(t))
+    if not shape:
+        return 1
+    n = shape[0]
+    for s in shape[1:]:
+        n = n * s
+    return n
 
 
 def _m_dim(ctx, t):
