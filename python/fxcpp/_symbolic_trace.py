@@ -941,6 +941,6 @@ def symbolic_trace(
     return GraphModule(tracer.root, graph, name)
 
 
-@wrap
-def _assert_is_none(value, msg):
-    assert value is None, msg
+# torch.fx's own helper (wrapped there), so that generated code names it as
+# torch.fx's does: `torch.fx._symbolic_trace._assert_is_none(...)`.
+from torch.fx._symbolic_trace import _assert_is_none  # noqa: E402,F401

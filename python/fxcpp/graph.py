@@ -21,7 +21,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from . import _C
-from . import _pytree as fx_pytree
+import torch.fx._pytree as fx_pytree
 from ._compatibility import compatibility
 from .node import Argument, Node, Target, _get_qualified_name, _type_repr, map_arg, _pretty_print_target
 from .node import _side_effectful_functions, _module_is_impure, _bad_target
@@ -62,15 +62,8 @@ _register_custom_builtin('nan', 'from math import nan', math.nan)
 _register_custom_builtin('NoneType', 'NoneType = type(None)', type(None))
 _register_custom_builtin('torch', 'import torch', torch)
 _register_custom_builtin('device', 'from torch import device', torch.device)
-_register_custom_builtin('fx_pytree', 'import fxcpp._pytree as fx_pytree', fx_pytree)
+_register_custom_builtin('fx_pytree', 'import torch.fx._pytree as fx_pytree', fx_pytree)
 _register_custom_builtin('pytree', 'import torch.utils._pytree as pytree', pytree)
-
-
-def _register_fxcpp_builtin():
-    # fxcpp's own helpers (e.g. the concrete_args assertion) are referenced by
-    # qualified name, like torch's: `fxcpp._symbolic_trace._assert_is_none(...)`.
-    import fxcpp
-    _register_custom_builtin('fxcpp', 'import fxcpp', fxcpp)
 
 
 def _is_magic(x: str) -> bool:
@@ -465,8 +458,7 @@ def _target_info(obj):
     operator_name = name if name and getattr(obj, '__module__', None) == '_operator' else ''
     reference = ''
     try:
-        module = getattr(obj, '__module__', None) or ''
-        if (_is_from_torch(obj) and obj != torch.device) or module.partition('.')[0] == 'fxcpp':
+        if _is_from_torch(obj) and obj != torch.device:
             reference = qualified
     except Exception:
         pass
@@ -482,7 +474,6 @@ def _origin_type(origin):
 
 
 def _install_helpers():
-    _register_fxcpp_builtin()
     # Generated code registers wrapped functions through torch.fx's own `wrap`
     # (text-identical to torch.fx; fxcpp's tracer honours that registry too).
     from torch.fx._symbolic_trace import wrap
