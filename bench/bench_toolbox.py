@@ -15,14 +15,28 @@ Cases (size = nodes of the input graph; times are per input node, best of N):
 fxcpp side: ``fxcpp.passes.split_module.split_module`` (or, where absent, torch.fx's
 ``split_module`` on the fxcpp module plus ``fxcpp.from_torch_fx``);
 ``fxcpp.experimental.const_fold.split_const_subgraphs``;
-``fxcpp.experimental.optimization.fuse`` on the fxcpp-traced module (both fuses call
-torch's ``fuse_conv_bn_eval`` once per pair, about 70 us each, which bounds the ratio).
+``fxcpp.experimental.optimization.fuse`` on the fxcpp-traced module.
 torch.fx side: the same calls on the torch.fx equivalent (converted with
 ``fxcpp.to_torch_fx``, so node names are identical; torch.fx's fuse on the torch.fx trace).
-torch.fx 1.13's naming is quadratic in repeated names, so its largest runs are
-measured once, and skipped when predicted to take over a minute.
+torch.fx 1.13's naming is quadratic in repeated names, so its largest split_module /
+const_fold runs are measured once, and skipped when predicted to take over a minute.
 
-Usage: PYTHONPATH=python /usr/bin/python3 bench/bench_toolbox.py [--quick|--full]
+fuse_conv_bn: both sides get the traced model (a GraphModule) and return a new one
+(inplace=False), with every pair folded; inputs built untimed, gc paused, the same number of
+runs on both sides (best of up to N, as many as keep torch.fx within a minute a size, 6 s with
+--quick: one or two at 1e5, where one torch.fx run takes 30-40 s). torch.fx deep-copies the
+whole model, retraces it, deep-copies the graph, and per pair calls ``fuse_conv_bn_eval``, which
+deep-copies
+the conv (its weight and bias too) and then replaces its weight and bias with the Parameters of
+``fuse_conv_bn_weights``. fxcpp traces without copying, deep-copies only what the result keeps
+(nothing here: every module is a fused conv or a dropped bn) and builds each fused conv from a
+plain copy of the conv's attributes and the Parameters of the same ``fuse_conv_bn_weights``
+(bitwise the same weights). What bounds the ratio (about 8x at 1e3-1e4, 10x at 1e5) is that
+per-pair arithmetic, which both sides do: ~10 small torch ops, 18-23 us a pair (~11 us a node,
+40% of fxcpp's time at 1e4; building the fused convs, the trace and the graph rewrite are the
+rest, 5-7 us a node each).
+
+Usage: PYTHONPATH=python /usr/bin/python3 bench/bench_toolbox.py [--quick|--full] [--only CASE]
 """
 import argparse
 import gc
@@ -193,33 +207,45 @@ def bench_const_fold(sizes, repeat):
         report('const_fold', n, ours / nodes * 1e6, ref / nodes * 1e6 if ref == ref else ref)
 
 
-def bench_fuse(sizes, repeat):
+def bench_fuse(sizes, repeat, budget_s):
+    """fxcpp's fuse on the fxcpp trace of conv_bn_model(n), torch.fx's on the torch.fx trace: best
+    of the same number of runs on both sides, as many (up to `repeat`) as keep torch.fx's runs at a
+    size within `budget_s` (predicted linearly from the previous size; torch.fx's fuse is linear)."""
+    prev = None  # (nodes, torch.fx seconds per run)
     for n in sizes:
         torch.manual_seed(0)
         model = conv_bn_model(n)
         ours_gm = fx.symbolic_trace(model)
         theirs_gm = tfx.symbolic_trace(model)
         nodes = len(ours_gm.graph.nodes)
-        reps = repeat if n <= 1000 else max(1, repeat // 3)
+        predicted = prev[1] * nodes / prev[0] if prev else 0.0
+        reps = max(1, min(repeat, int(budget_s // predicted))) if predicted > 0 else repeat
         ours = best_of(lambda: ours_gm, fx_fuse, reps)
         ref = best_of(lambda: theirs_gm, torch_fuse, reps)
-        report('fuse_conv_bn', n, ours / nodes * 1e6, ref / nodes * 1e6)
+        prev = (nodes, ref)
+        report('fuse_conv_bn', n, ours / nodes * 1e6, ref / nodes * 1e6, f'(best of {reps})')
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--quick', action='store_true', help='1e3 / 1e4, few repeats')
     ap.add_argument('--full', action='store_true', help='1e3 / 1e4 / 1e5 (the default)')
+    ap.add_argument('--only', action='append', choices=['split_module', 'const_fold', 'fuse'],
+                    help='run only these cases (repeatable)')
     args = ap.parse_args()
+    only = set(args.only or ['split_module', 'const_fold', 'fuse'])
     torch.set_num_threads(1)
     repeat = 3 if args.quick else 5
     sizes = [1000, 10000] if args.quick else [1000, 10000, 100000]
     print(f"torch {torch.__version__}; sizes in nodes; ratio = torch.fx / fxcpp (higher is better)")
     print(f"fxcpp split_module: {SPLIT_IMPL}")
-    bench_split('split_module_chain', chain_gm, sizes, repeat)
-    bench_split('split_module_wide', wide_gm, sizes, repeat)
-    bench_const_fold(sizes, repeat)
-    bench_fuse([1000] if args.quick else [1000, 10000], repeat)
+    if 'split_module' in only:
+        bench_split('split_module_chain', chain_gm, sizes, repeat)
+        bench_split('split_module_wide', wide_gm, sizes, repeat)
+    if 'const_fold' in only:
+        bench_const_fold(sizes, repeat)
+    if 'fuse' in only:
+        bench_fuse(sizes, repeat, 6.0 if args.quick else REF_LIMIT_S)
 
 
 if __name__ == '__main__':

@@ -2,22 +2,27 @@
 ``remove_dropout`` and ``extract_subgraph`` on fxcpp GraphModules.
 
 Same signatures and results as ``torch.fx.experimental.optimization`` 1.13 (same ``code``, same
-outputs), traced and rewritten with fxcpp; the folding itself is torch's
-``torch.nn.utils.fusion.fuse_conv_bn_eval``.
+outputs), traced and rewritten with fxcpp.
 
-``fuse(model, inplace=False)``: torch.fx deep-copies the whole model before tracing it. Here the
-model is traced as it is and only what the result references is deep-copied (one memo, so
-sharing between those objects is kept; a fused conv takes the place of its original in the
-copy), which gives the same module without copying the modules the fusion replaces. As in
-torch.fx, the caller's model is not modified (with ``inplace=True`` only a submodule that the
-graph calls directly and that contains a fused conv is, as there).
+``fuse(model, inplace=False)``: torch.fx deep-copies the whole model before tracing it, then
+``torch.nn.utils.fusion.fuse_conv_bn_eval`` deep-copies each fused conv again before replacing its
+weight and bias. Here the model is traced as it is and only what the result references is
+deep-copied (one memo, so sharing between those objects is kept; a fused conv takes the place of
+its original in the copy), which gives the same module without copying the modules the fusion
+replaces; and a fused conv is built without deep-copying the conv (``_fuse_conv_bn_eval``: a copy
+of its plain ``__dict__`` holding the Parameters of torch's ``fuse_conv_bn_weights``, bitwise the
+same as torch's; a conv with other state goes through torch's function). As in torch.fx, the
+caller's model is not modified (with ``inplace=True`` only a submodule that the graph calls
+directly and that contains a fused conv is, as there).
 """
 import copy
+import copyreg
+from collections import OrderedDict
 from typing import Any, Dict, Iterable, List, Tuple, Type
 
 import torch
 import torch.nn as nn
-from torch.nn.utils.fusion import fuse_conv_bn_eval
+from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_conv_bn_weights
 
 from .._symbolic_trace import Tracer, symbolic_trace
 from ..graph import Graph
@@ -67,6 +72,96 @@ def _resolve(root: Any, target: str) -> Any:
     return obj
 
 
+_ATOMIC = frozenset((type(None), bool, int, float, complex, str, bytes))
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _plain_copy(value: Any, memo: Dict[int, Any]) -> Any:
+    """``copy.deepcopy(value, memo)`` for the plain values a conv's ``__dict__`` holds: atomic
+    values, tuples of them, lists / sets / dicts / OrderedDicts of them (one copy per object, as
+    with deepcopy's memo); raises ``_NotPlain`` for anything else."""
+    t = type(value)
+    if t in _ATOMIC:
+        return value
+    if t is tuple:
+        for x in value:
+            if type(x) not in _ATOMIC:
+                raise _NotPlain
+        return value  # deepcopy returns a tuple of atomic values itself
+    if t is list or t is set or t is dict or t is OrderedDict:
+        copied = memo.get(id(value))
+        if copied is not None:
+            return copied
+        if t is list or t is set:
+            for x in value:
+                if type(x) not in _ATOMIC:
+                    raise _NotPlain
+        else:
+            for k, x in value.items():
+                if type(k) not in _ATOMIC or type(x) not in _ATOMIC:
+                    raise _NotPlain
+        copied = t(value)
+        memo[id(value)] = copied
+        return copied
+    raise _NotPlain
+
+
+def _fuse_conv_bn_eval(conv: nn.Module, bn: nn.Module) -> nn.Module:
+    """``torch.nn.utils.fusion.fuse_conv_bn_eval(conv, bn)`` without deep-copying the conv whose
+    weight and bias it then replaces.
+
+    torch deep-copies ``conv`` (``cls.__new__`` + ``__setstate__`` of a deep copy of its
+    ``__dict__``, which clones the weight and bias) and assigns it the Parameters of
+    ``fuse_conv_bn_weights(clone of weight, clone of bias, bn...)``. Here the same object is built
+    from a copy of ``__dict__`` made without the generic deepcopy machinery (its values are plain:
+    ints, strs, tuples, empty hook dicts) whose ``_parameters`` holds (same keys, same order) the
+    Parameters of ``fuse_conv_bn_weights`` called on ``conv``'s own weight and bias, which have the
+    clones' values, so the fused weights are bitwise the same. They are computed without recording
+    autograd history: the results are new leaf Parameters (requires_grad=True) either way. A conv
+    whose state holds anything else goes through torch's function."""
+    assert not (conv.training or bn.training), "Fusion only for eval!"
+    cls = type(conv)
+    state = conv.__dict__
+    params = state.get('_parameters')
+    if (type(params) is not OrderedDict or len(params) != 2 or 'weight' not in params or 'bias' not in params
+            or cls in copyreg.dispatch_table):
+        return fuse_conv_bn_eval(conv, bn)
+    memo: Dict[int, Any] = {}
+    new_state = {}
+    try:
+        for key, value in state.items():
+            t = type(value)
+            if t in _ATOMIC:
+                new_state[key] = value
+            elif value is params:
+                new_state[key] = None  # (set below, at this place in the order)
+            elif t is OrderedDict and not value:  # the hook dicts
+                copied = memo.get(id(value))
+                if copied is None:
+                    copied = memo[id(value)] = OrderedDict()
+                new_state[key] = copied
+            else:
+                new_state[key] = _plain_copy(value, memo)
+    except _NotPlain:
+        return fuse_conv_bn_eval(conv, bn)
+    nonpersistent = new_state.get('_non_persistent_buffers_set')
+    if nonpersistent and ('weight' in nonpersistent or 'bias' in nonpersistent):
+        return fuse_conv_bn_eval(conv, bn)  # (torch's setattr would drop them there)
+    with torch.no_grad():
+        weight, bias = fuse_conv_bn_weights(params['weight'], params['bias'], bn.running_mean, bn.running_var,
+                                            bn.eps, bn.weight, bn.bias)
+    new_params = OrderedDict()
+    for key in params:  # the original order
+        new_params[key] = weight if key == 'weight' else bias
+    new_state['_parameters'] = new_params
+    fused = cls.__new__(cls)
+    fused.__setstate__(new_state)
+    return fused
+
+
 def fuse(model: torch.nn.Module, inplace=False) -> torch.nn.Module:
     """Fold every eval-mode BatchNorm{1,2,3}d applied to the only use of a Conv{1,2,3}d into the
     conv (torch.fx's ``fuse``). Returns an fxcpp GraphModule; ``model`` is copied unless
@@ -101,7 +196,7 @@ def fuse(model: torch.nn.Module, inplace=False) -> torch.nn.Module:
             conv, bn = modules[conv_node.target], modules[node.target]
             if not bn.track_running_stats:
                 continue
-            new_conv = fuse_conv_bn_eval(conv, bn)
+            new_conv = _fuse_conv_bn_eval(conv, bn)
             target = conv_node.target
             parent_name, name = _parent_name(target)
             if inplace and parent_name in modules:  # torch.fx sets it on the module it holds
