@@ -6,7 +6,7 @@ Interpreter and stores, on every node whose value contains tensors,
 structure with each tensor replaced by one) and ``node.meta['type']``.
 """
 import traceback
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Dict
 
 import torch
 
@@ -17,19 +17,10 @@ from ..node import Node, map_aggregate
 __all__ = ['TensorMetadata', 'ShapeProp']
 
 
-@compatibility(is_backward_compatible=True)
-class TensorMetadata(NamedTuple):
-    """The properties of a tensor value recorded by ShapeProp (torch.fx 1.13's fields)."""
-    # shape / dtype / layout of the value
-    shape: torch.Size
-    dtype: torch.dtype
-    requires_grad: bool
-    stride: Tuple[int]
-    memory_format: Optional[torch.memory_format]
-
-    # quantization parameters (empty dict for float tensors)
-    is_quantized: bool
-    qparams: Dict[str, Any]
+# torch.fx's own class (the same seven fields), so that torch.fx tools reading
+# ``meta['tensor_meta']`` (FxGraphDrawer, operator_support, quantization) accept
+# what fxcpp's ShapeProp records, and pickles move between the libraries.
+from torch.fx.passes.shape_prop import TensorMetadata  # noqa: E402
 
 
 # torch.fx probes the formats of a set literal in its iteration order; the

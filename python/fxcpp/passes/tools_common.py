@@ -1,0 +1,57 @@
+"""fxcpp.passes.tools_common: helpers shared by the partitioning passes (mirrors
+torch.fx.passes.tools_common 1.13).
+
+``get_acc_ops_name``, ``get_node_target``, ``is_node_output_tensor`` and
+``FxNetAccFusionsFinder`` are torch.fx's own, re-exported: they only read ``node.op``,
+``target``, ``meta``, ``users`` and ``all_input_nodes``, which fxcpp nodes (a subclass of
+``torch.fx.Node``) provide, and give torch.fx's answers on fxcpp graphs.
+
+``legalize_graph(gm)`` (re-order ``gm``'s graph topologically, in place) is fxcpp's for an fxcpp
+module: torch.fx's builds a ``torch.fx.Graph`` (which the fxcpp ``graph`` setter would then
+convert, more than half of ``fuse_partitions``' time on fxcpp modules); this one builds the
+fxcpp graph directly, in torch.fx's order (Kahn's algorithm: ready nodes first-in first-out,
+starting from the source nodes in graph order, users in ``node.users`` order), with its node
+names and ``meta`` copies. A torch.fx module goes to torch.fx's.
+"""
+import collections
+from typing import Dict
+
+import torch.fx
+from torch.fx.passes import tools_common as _torch_tools_common
+from torch.fx.passes.tools_common import (  # noqa: F401  (re-exported)
+    CALLABLE_NODE_OPS, FxNetAccFusionsFinder, Names, NodeList, NodeSet, TensorOrTensors, Tensors,
+    get_acc_ops_name, get_node_target, is_node_output_tensor)
+
+from .._compatibility import compatibility
+from ..graph import Graph
+from ..node import Node
+
+__all__ = ['get_acc_ops_name', 'get_node_target', 'is_node_output_tensor', 'FxNetAccFusionsFinder',
+           'legalize_graph']
+
+
+@compatibility(is_backward_compatible=False)
+def legalize_graph(gm):
+    """Replace ``gm.graph`` by a copy holding the same nodes in topological order and return
+    ``gm`` (RuntimeError if the graph has a cycle)."""
+    if isinstance(gm, torch.fx.GraphModule):
+        return _torch_tools_common.legalize_graph(gm)
+    nodes = gm.graph.nodes
+    pending: Dict[Node, int] = dict.fromkeys(nodes, 0)  # node -> inputs not yet placed
+    for node in nodes:
+        for user in node.users:
+            pending[user] += 1
+    ready = collections.deque(node for node, count in pending.items() if count == 0)
+    new_graph = Graph()
+    copies: Dict[Node, Node] = {}
+    while ready:
+        node = ready.popleft()
+        copies[node] = new_graph.node_copy(node, copies.__getitem__)
+        for user in node.users:
+            pending[user] -= 1
+            if pending[user] == 0:
+                ready.append(user)
+    if len(copies) < len(pending):
+        raise RuntimeError(f"Input graph has cycles, unable to add {[n for n in pending if pending[n] != 0]}")
+    gm.graph = new_graph
+    return gm

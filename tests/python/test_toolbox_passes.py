@@ -1,0 +1,703 @@
+"""The torch.fx toolbox on fxcpp (issue 13, item 2): each fxcpp module, run on the fxcpp-traced
+model, gives what torch.fx's module gives on the torch.fx-traced same model (DOT text,
+partitions, node names, code, outputs, sizes, attributes), and hands back fxcpp objects."""
+import operator
+
+import pytest
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+import fxcpp
+from fxcpp.passes.shape_prop import ShapeProp
+from torch.fx.passes.shape_prop import ShapeProp as TorchShapeProp
+
+torchvision = pytest.importorskip('torchvision')
+
+
+class Net(torch.nn.Module):
+    """conv/bn/relu/pool/linear modules, a buffer, torch.* and F.* calls, a method, kwargs,
+    two outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.relu = torch.nn.ReLU()
+        self.pool = torch.nn.MaxPool2d(2)
+        self.avg = torch.nn.AdaptiveAvgPool2d(1)
+        self.lin = torch.nn.Linear(4, 3)
+        self.register_buffer('offset', torch.ones(3))
+
+    def forward(self, x):
+        y = self.pool(self.relu(self.bn(self.conv(x))))
+        z = torch.flatten(self.avg(y), 1)
+        z = self.lin(z) + self.offset
+        w = torch.add(z, 1.0, alpha=2)
+        return torch.sigmoid(w) * 2, F.relu(y.sum(dim=(2, 3)), inplace=False)
+
+
+class Branchy(torch.nn.Module):
+    """Element-wise ops in two fusable groups around an unsupported op and a module."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x, y):
+        a = torch.relu(x) + y
+        b = a.sin()
+        c, d = a * 2, a - 1
+        e = torch.cos(c) + d
+        f = self.lin(e)
+        g = torch.relu(f) * b
+        return g.sum(), b
+
+
+def _both(model):
+    return fxcpp.symbolic_trace(model), torch.fx.symbolic_trace(model)
+
+
+def _is_fxcpp_gm(m):
+    return isinstance(m, fxcpp.GraphModule) and not isinstance(m, torch.fx.GraphModule)
+
+
+def _names(nodes):
+    return sorted(n.name for n in nodes)
+
+
+def _assert_same_outputs(a, b):
+    a = a if isinstance(a, (tuple, list)) else (a,)
+    b = b if isinstance(b, (tuple, list)) else (b,)
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        torch.testing.assert_close(x, y)
+
+
+@pytest.fixture(scope='module')
+def resnet():
+    torch.manual_seed(0)
+    return torchvision.models.resnet18().eval()
+
+
+# ---------------------------------------------------------------------------------------------
+# graph_drawer
+# ---------------------------------------------------------------------------------------------
+
+DRAWER_OPTIONS = [{}, {'ignore_getattr': True}, {'ignore_parameters_and_buffers': True},
+                  {'skip_node_names_in_args': False}]
+
+
+@pytest.mark.parametrize('which', ['net', 'resnet18'])
+def test_graph_drawer_dot_equals_torch_fx(which, resnet):
+    pytest.importorskip('pydot')
+    from fxcpp.passes.graph_drawer import FxGraphDrawer
+    from torch.fx.passes.graph_drawer import FxGraphDrawer as TorchFxGraphDrawer
+    model, x = (Net().eval(), torch.randn(1, 3, 8, 8)) if which == 'net' else (resnet, torch.randn(1, 3, 32, 32))
+    ours, theirs = _both(model)
+    ShapeProp(ours).propagate(x)
+    TorchShapeProp(theirs).propagate(x)
+    for options in DRAWER_OPTIONS:
+        a = FxGraphDrawer(ours, which, **options)
+        b = TorchFxGraphDrawer(theirs, which, **options)
+        dot = a.get_dot_graph().to_string()
+        assert dot == b.get_dot_graph().to_string()
+        assert list(a.get_all_dot_graphs()) == [which]
+    assert 'dtype=torch.float32' in dot and 'shape=' in dot  # fxcpp's TensorMetadata is drawn
+
+
+def test_graph_drawer_split_module_draws_fxcpp_submodules():
+    pytest.importorskip('pydot')
+    from fxcpp.passes.graph_drawer import FxGraphDrawer
+    from fxcpp.passes.split_module import split_module
+    from torch.fx.passes.graph_drawer import FxGraphDrawer as TorchFxGraphDrawer
+    from torch.fx.passes.split_module import split_module as torch_split_module
+    model = Net().eval()
+    ours, theirs = _both(model)
+    ShapeProp(ours).propagate(torch.randn(1, 3, 8, 8))       # copied into the submodules' nodes
+    TorchShapeProp(theirs).propagate(torch.randn(1, 3, 8, 8))
+    order = {n.name: i for i, n in enumerate(ours.graph.nodes)}
+
+    def cb(n):
+        return order[n.name] * 3 // len(order)
+    s_ours, s_theirs = split_module(ours, model, cb), torch_split_module(theirs, model, cb)
+    TorchShapeProp(s_theirs).propagate(torch.randn(1, 3, 8, 8))
+    ShapeProp(s_ours).propagate(torch.randn(1, 3, 8, 8))
+    a, b = FxGraphDrawer(s_ours, 's'), TorchFxGraphDrawer(s_theirs, 's')
+    graphs_a, graphs_b = a.get_all_dot_graphs(), b.get_all_dot_graphs()
+    assert list(graphs_a) == list(graphs_b) == ['s', 's_submod_0', 's_submod_1', 's_submod_2']
+    for name in ['submod_0', 'submod_1', 'submod_2']:
+        dot = a.get_submod_dot_graph(name).to_string()
+        assert dot == b.get_submod_dot_graph(name).to_string()
+        assert a.get_dot_graph(name) is graphs_a[f's_{name}']
+    main = a.get_main_dot_graph().to_string()
+    assert a.get_dot_graph() is a.get_main_dot_graph()
+    # the called modules' type names are the one difference: fxcpp's GraphModule class
+    assert 'fxcpp.graph_module.GraphModule' in main
+    assert main.replace('fxcpp.graph_module.', 'torch.fx.graph_module.') == b.get_main_dot_graph().to_string()
+    # a nested GraphModule's parameters are not drawn as weight nodes of the top graph
+    assert 'op_code=get_parameter' not in main
+
+
+# ---------------------------------------------------------------------------------------------
+# operator_support, tools_common
+# ---------------------------------------------------------------------------------------------
+
+def _shape_propped_net():
+    ours, theirs = _both(Net().eval())
+    x = torch.randn(2, 3, 8, 8)
+    ShapeProp(ours).propagate(x)
+    TorchShapeProp(theirs).propagate(x)
+    return ours, theirs
+
+
+def test_operator_support_matches_torch_fx():
+    from fxcpp.passes import operator_support as ours_os
+    from torch.fx.passes import operator_support as torch_os
+    ours, theirs = _shape_propped_net()
+    support = {
+        'torch.nn.modules.conv.Conv2d': None,
+        'torch.nn.modules.linear.Linear': None,
+        'torch.flatten': ([[torch.float32]], {}),       # accepted
+        'torch.sigmoid': ([[torch.int64]], {}),         # rejected by dtype
+        'torch.add': ([[torch.float32], None], {'alpha': [torch.int64]}),
+        '_operator.add': ([None, [torch.float16]], {}),  # rejected by the second arg's dtype
+        '_operator.mul': ([[torch.float32]], {}),
+        'sum': None,
+    }
+
+    def supported(os_module, gm, checker):
+        mods = dict(gm.named_modules())
+        return [n.name for n in gm.graph.nodes if checker.is_node_supported(mods, n)]
+
+    for make in [lambda m: m.OperatorSupport(support),
+                 lambda m: m.OpSupports.decline_if_input_dtype(torch.float32),
+                 lambda m: m.OpSupports.decline_if_input_dtype(torch.int64),
+                 lambda m: m.OpSupports.decline_if_node_in_names({'lin', 'sum_1'}),
+                 lambda m: m.chain(m.OperatorSupport(support), m.OpSupports.decline_if_node_in_names({'mul'})),
+                 lambda m: m.create_op_support(lambda mods, n: n.op == 'call_module')]:
+        a, b = supported(ours_os, ours, make(ours_os)), supported(torch_os, theirs, make(torch_os))
+        assert a == b
+    assert supported(ours_os, ours, ours_os.OperatorSupport(support)) == [
+        'x', 'conv', 'flatten', 'lin', 'offset', 'add_1', 'mul', 'sum_1', 'output']
+    assert supported(ours_os, ours, ours_os.OpSupports.decline_if_input_dtype(torch.float32)) == ['x', 'offset']
+
+
+def test_tools_common_matches_torch_fx():
+    from fxcpp.passes import tools_common as tc
+    from torch.fx.passes import tools_common as ttc
+    ours, theirs = _shape_propped_net()
+    pairs = list(zip(ours.graph.nodes, theirs.graph.nodes))
+    callable_pairs = [(a, b) for a, b in pairs if a.op in tc.CALLABLE_NODE_OPS]
+    targets = [tc.get_node_target(dict(ours.named_modules()), a) for a, _ in callable_pairs]
+    assert targets == [ttc.get_node_target(dict(theirs.named_modules()), b) for _, b in callable_pairs]
+    assert 'torch.nn.modules.batchnorm.BatchNorm2d' in targets and '_operator.add' in targets
+    assert [tc.is_node_output_tensor(a) for a, _ in pairs] == [ttc.is_node_output_tensor(b) for _, b in pairs]
+
+    # fusion groups: nodes without tensor_meta (as if they passed non-tensor data) get grouped
+    for gm in (ours, theirs):
+        for n in gm.graph.nodes:
+            if n.name in ('flatten', 'lin', 'avg'):
+                del n.meta['tensor_meta']
+    acc = {'avg', 'flatten', 'lin', 'add', 'relu_1', 'sum_1'}
+    groups_a = tc.FxNetAccFusionsFinder(ours, {n for n in ours.graph.nodes if n.name in acc})()
+    groups_b = ttc.FxNetAccFusionsFinder(theirs, {n for n in theirs.graph.nodes if n.name in acc})()
+    as_names = lambda groups: sorted((k.name, tuple(_names(v))) for k, v in groups.items())  # noqa: E731
+    assert as_names(groups_a) == as_names(groups_b) != []
+
+
+def _scramble(gm):
+    """Move the last compute nodes to the front of the graph (no longer topologically sorted)."""
+    nodes = [n for n in gm.graph.nodes if n.op not in ('placeholder', 'output')]
+    first = next(iter(gm.graph.nodes))
+    for n in nodes[-3:]:
+        first.prepend(n)
+
+
+def test_legalize_graph_matches_torch_fx():
+    from fxcpp.passes.tools_common import legalize_graph
+    from torch.fx.passes.tools_common import legalize_graph as torch_legalize_graph
+    model = Branchy()
+    ours, theirs = _both(model)
+    meta = {n.name: n.meta for n in ours.graph.nodes}
+    _scramble(ours)
+    _scramble(theirs)
+    assert [n.name for n in ours.graph.nodes] == [n.name for n in theirs.graph.nodes]
+    assert legalize_graph(ours) is ours and torch_legalize_graph(theirs) is theirs
+    assert type(ours.graph) is fxcpp.Graph
+    assert [n.name for n in ours.graph.nodes] == [n.name for n in theirs.graph.nodes]
+    assert ours.code == theirs.code
+    ours.graph.lint()
+    # meta is copied as torch.fx's node_copy copies it
+    for n in ours.graph.nodes:
+        assert n.meta == meta[n.name] and n.meta is not meta[n.name]
+    x, y = torch.randn(2, 4), torch.randn(2, 4)
+    _assert_same_outputs(ours(x, y), model(x, y))
+    # a cycle is reported as torch.fx reports it
+    g_ours, g_theirs = _both(model)
+    for gm in (g_ours, g_theirs):
+        nodes = {n.name: n for n in gm.graph.nodes}
+        nodes['relu'].args = (nodes['add'],)
+    with pytest.raises(RuntimeError) as ea:
+        legalize_graph(g_ours)
+    with pytest.raises(RuntimeError) as eb:
+        torch_legalize_graph(g_theirs)
+    assert str(ea.value) == str(eb.value) and 'cycles' in str(ea.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# param_fetch, graph_manipulation
+# ---------------------------------------------------------------------------------------------
+
+def _lowering_attrs(gm, prefix=''):
+    out = {}
+    for name, m in gm.named_modules():
+        graph = getattr(m, 'graph', None)
+        if graph is None:
+            continue
+        for n in graph.nodes:
+            if hasattr(n, 'attrs_for_lowering'):
+                out[f'{name}/{n.name}'] = n.attrs_for_lowering
+    return out
+
+
+def test_param_fetch_matches_torch_fx():
+    from fxcpp.passes.param_fetch import lift_lowering_attrs_to_nodes
+    from fxcpp.passes.split_module import split_module
+    from torch.fx.passes.param_fetch import lift_lowering_attrs_to_nodes as torch_lift
+    from torch.fx.passes.split_module import split_module as torch_split_module
+
+    class Plain(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+            self.bn = torch.nn.BatchNorm2d(4)
+            self.relu = torch.nn.ReLU()
+            self.pool = torch.nn.MaxPool2d(2)
+            self.avg = torch.nn.AdaptiveAvgPool2d(1)
+            self.lin = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.lin(self.avg(self.pool(self.relu(self.bn(self.conv(x))))).flatten(1))
+
+    model = Plain()
+    ours, theirs = _both(model)
+    lift_lowering_attrs_to_nodes(ours)
+    torch_lift(theirs)
+    a, b = _lowering_attrs(ours), _lowering_attrs(theirs)
+    assert sorted(a) == sorted(b) == ['/avg', '/bn', '/conv', '/lin', '/pool', '/relu']
+    for key in a:
+        assert a[key].keys() == b[key].keys()
+        for k in a[key]:
+            assert a[key][k] is b[key][k] or a[key][k] == b[key][k]
+    assert a['/conv']['weight'] is model.conv.weight
+
+    # through split_module's nested GraphModules (fxcpp ones here)
+    order = {n.name: i for i, n in enumerate(ours.graph.nodes)}
+    s_ours = split_module(fxcpp.symbolic_trace(model), model, lambda n: order[n.name] // 4)
+    s_theirs = torch_split_module(torch.fx.symbolic_trace(model), model, lambda n: order[n.name] // 4)
+    lift_lowering_attrs_to_nodes(s_ours)
+    torch_lift(s_theirs)
+    a, b = _lowering_attrs(s_ours), _lowering_attrs(s_theirs)
+    assert sorted(a) == sorted(b) and len(a) == 6
+    assert {k: v['name'] for k, v in a.items()} == {k: v['name'] for k, v in b.items()}
+
+
+def test_graph_manipulation_matches_torch_fx(resnet):
+    from fxcpp.passes import graph_manipulation as gm_ours
+    from torch.fx.passes import graph_manipulation as gm_torch
+    for model, x in [(Net().eval(), torch.randn(2, 3, 8, 8)), (resnet, torch.randn(1, 3, 32, 32))]:
+        ours, theirs = _both(model)
+        gm_ours.get_size_of_all_nodes(ours, [x])          # runs fxcpp's ShapeProp
+        gm_torch.get_size_of_all_nodes(theirs, [x])
+        sizes_a = [(n.name, getattr(n, 'size_bytes', None)) for n in ours.graph.nodes]
+        sizes_b = [(n.name, getattr(n, 'size_bytes', None)) for n in theirs.graph.nodes]
+        assert sizes_a == sizes_b
+        assert sizes_a[-1][1] is None and all(s is not None for _, s in sizes_a[:-1])
+        assert isinstance(sizes_a[1][1], gm_torch.size_bytes)
+        # without args: reads the tensor_meta already there
+        for n in ours.graph.nodes:
+            if hasattr(n, 'size_bytes'):
+                del n.size_bytes
+        gm_ours.get_size_of_all_nodes(ours)
+        assert [(n.name, getattr(n, 'size_bytes', None)) for n in ours.graph.nodes] == sizes_b
+        conv = next(n for n in ours.graph.nodes if n.op == 'call_module')
+        assert gm_ours.get_tensor_meta(conv).shape == next(
+            n for n in theirs.graph.nodes if n.op == 'call_module').meta['tensor_meta'].shape
+
+    # replace_target_nodes_with
+    model = Net().eval()
+    ours, theirs = _both(model)
+    gm_ours.replace_target_nodes_with(ours, 'call_function', torch.sigmoid, 'call_function', torch.tanh)
+    gm_torch.replace_target_nodes_with(theirs, 'call_function', torch.sigmoid, 'call_function', torch.tanh)
+    assert type(ours.graph) is fxcpp.Graph and _is_fxcpp_gm(ours)
+    assert ours.code == theirs.code and 'torch.tanh' in ours.code and 'sigmoid' not in ours.code.split('=')[-1]
+    x = torch.randn(2, 3, 8, 8)
+    _assert_same_outputs(ours(x), theirs(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# split_utils
+# ---------------------------------------------------------------------------------------------
+
+class WithAttrOutput(Branchy):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer('const', torch.arange(3.0))
+
+    def forward(self, x, y):
+        s, b = super().forward(x, y)
+        return s, b, self.const
+
+
+@pytest.mark.parametrize('model_cls', [Branchy, WithAttrOutput])
+def test_split_by_tags_matches_torch_fx(model_cls):
+    from fxcpp.passes.split_utils import split_by_tags
+    from torch.fx.passes.split_utils import split_by_tags as torch_split_by_tags
+    model = model_cls()
+    ours, theirs = _both(model)
+    for gm in (ours, theirs):
+        for n in gm.graph.nodes:
+            n.tag = 'late' if n.name in ('lin', 'relu_1', 'mul_1', 'sum_1') else 'early'
+    a = split_by_tags(ours, ['early', 'late'])
+    b = torch_split_by_tags(theirs, ['early', 'late'])
+    assert _is_fxcpp_gm(a) and a.code == b.code
+    assert [n for n, _ in a.named_children()] == [n for n, _ in b.named_children()]
+    for (name, sa), (_, sb) in zip(a.named_children(), b.named_children()):
+        assert _is_fxcpp_gm(sa), name
+        assert sa.code == sb.code
+        assert [(n.name, getattr(n, 'tag', None)) for n in sa.graph.nodes] == \
+               [(n.name, getattr(n, 'tag', None)) for n in sb.graph.nodes]
+    assert a.early.code != a.late.code and 'self.lin' in a.late.code
+    x, y = torch.randn(2, 4), torch.randn(2, 4)
+    _assert_same_outputs(a(x, y), b(x, y))
+    _assert_same_outputs(a(x, y), model(x, y))
+    assert a.late.lin is model.lin  # parameters shared, not copied
+
+
+# ---------------------------------------------------------------------------------------------
+# pass managers
+# ---------------------------------------------------------------------------------------------
+
+def _relu_to_sigmoid(gm):
+    for n in gm.graph.nodes:
+        if n.target is torch.relu:
+            n.target = torch.sigmoid
+    gm.recompile()
+    return gm
+
+
+def _add_to_sub(gm):
+    for n in gm.graph.nodes:
+        if n.target is operator.add:
+            n.target = operator.sub
+    gm.recompile()
+    return gm
+
+
+def test_legacy_pass_manager_matches_torch_fx():
+    from fxcpp.passes import pass_manager as pm_ours
+    from torch.fx.passes import pass_manager as pm_torch
+    assert pm_ours.PassManager is pm_torch.PassManager  # re-exported
+    results = []
+    for pm, trace in [(pm_ours, fxcpp.symbolic_trace), (pm_torch, torch.fx.symbolic_trace)]:
+        gm = trace(Branchy())
+        calls = []
+
+        def count(g):
+            calls.append(len(g.graph.nodes))
+        manager = pm.PassManager([_relu_to_sigmoid, pm.inplace_wrapper(count), pm.loop_pass(_add_to_sub, 2)],
+                                 [pm.this_before_that_pass_constraint(_relu_to_sigmoid, _add_to_sub)])
+        out = manager(gm)
+        results.append((out, out.code, calls))
+        bad = pm.PassManager([_add_to_sub, _relu_to_sigmoid],
+                             [pm.this_before_that_pass_constraint(_relu_to_sigmoid, _add_to_sub)])
+        with pytest.raises(RuntimeError, match='pass schedule constraint violated'):
+            bad.validate()
+    (out_ours, code_ours, calls_ours), (_, code_theirs, calls_theirs) = results
+    assert _is_fxcpp_gm(out_ours)
+    assert code_ours == code_theirs and 'torch.sigmoid' in code_ours and ' - ' in code_ours
+    assert calls_ours == calls_theirs
+
+
+def test_infra_pass_manager_recompiles_fxcpp_modules():
+    from fxcpp.passes.infra.pass_base import PassBase, PassResult
+    from fxcpp.passes.infra.pass_manager import PassManager, this_before_that_pass_constraint
+    from torch.fx.passes.infra.pass_manager import PassManager as TorchPassManager
+
+    class ReluToSigmoid(PassBase):  # edits the graph in place, leaves recompiling to the manager
+        def call(self, gm):
+            changed = False
+            for n in gm.graph.nodes:
+                if n.target is torch.relu:
+                    n.target = torch.sigmoid
+                    changed = True
+            return PassResult(gm, changed)
+
+    def add_to_mul(gm):
+        changed = False
+        for n in gm.graph.nodes:
+            if n.target is operator.add:
+                n.target = operator.mul
+                changed = True
+        return PassResult(gm, changed)
+
+    relu_pass = ReluToSigmoid()
+    model = Branchy()
+    x, y = torch.randn(2, 4), torch.randn(2, 4)
+    outcomes = []
+    for manager_cls, trace in [(PassManager, fxcpp.symbolic_trace), (TorchPassManager, torch.fx.symbolic_trace)]:
+        gm = trace(model)
+        checked = []
+        manager = manager_cls([add_to_mul, relu_pass], [this_before_that_pass_constraint(relu_pass, add_to_mul)],
+                              steps=3, run_checks_after_each_pass=True)
+        manager.add_checks(lambda m: checked.append(m.code.count('sigmoid')))
+        result = manager(gm)
+        outcomes.append((result.graph_module.code, result.modified, manager.passes, checked, result.graph_module(x, y)))
+    (code_a, mod_a, order_a, checked_a, out_a), (code_b, mod_b, order_b, checked_b, out_b) = outcomes
+    assert code_a == code_b and 'torch.sigmoid' in code_a and 'torch.relu' not in code_a and ' * ' in code_a
+    assert mod_a is mod_b is True and order_a == order_b == [relu_pass, add_to_mul]
+    assert checked_a == checked_b == [0, 2, 2, 2, 2]
+    _assert_same_outputs(out_a, out_b)
+
+    # a failing pass is reported as torch.fx reports it
+    def broken(gm):
+        raise ValueError('boom')
+    errors = []
+    for manager_cls, trace in [(PassManager, fxcpp.symbolic_trace), (TorchPassManager, torch.fx.symbolic_trace)]:
+        with pytest.raises(ValueError) as e:
+            manager_cls([add_to_mul, broken])(trace(model))
+        errors.append(str(e.value))
+    assert errors[0] == errors[1] and "'broken' pass after the following passes: ['add_to_mul']" in errors[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# partitioner, fuser_utils
+# ---------------------------------------------------------------------------------------------
+
+def _elementwise_support(mod):
+    ops = {torch.relu, operator.add, operator.mul, operator.sub, torch.cos}
+    return mod.create_op_support(lambda mods, n: n.op == 'call_function' and n.target in ops)
+
+
+def test_capability_partitioner_matches_torch_fx():
+    from fxcpp.passes import operator_support as os_ours
+    from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes import operator_support as os_torch
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner as TorchPartitioner
+    model = Branchy()
+    ours, theirs = _both(model)
+    p_ours = CapabilityBasedPartitioner(ours, _elementwise_support(os_ours))
+    p_theirs = TorchPartitioner(theirs, _elementwise_support(os_torch))
+    parts_ours, parts_theirs = p_ours.propose_partitions(), p_theirs.propose_partitions()
+    assert [_names(p.nodes) for p in parts_ours] == [_names(p.nodes) for p in parts_theirs] == [
+        ['mul_1', 'relu_1'], ['add', 'add_1', 'cos', 'mul', 'relu', 'sub']]
+    fused_ours, fused_theirs = p_ours.fuse_partitions(parts_ours), p_theirs.fuse_partitions(parts_theirs)
+    assert fused_ours is ours and _is_fxcpp_gm(fused_ours)
+    assert fused_ours.code == fused_theirs.code and 'self.fused_1(x, y)' in fused_ours.code
+    for name in ['fused_0', 'fused_1']:
+        sub_ours, sub_theirs = getattr(fused_ours, name), getattr(fused_theirs, name)
+        assert _is_fxcpp_gm(sub_ours) and type(sub_ours).__name__ == name
+        assert sub_ours.code == sub_theirs.code
+    x, y = torch.randn(2, 4), torch.randn(2, 4)
+    _assert_same_outputs(fused_ours(x, y), model(x, y))
+    # partition_and_fuse, single-node partitions allowed: placeholders are "supported" too
+    ours, theirs = _both(model)
+    sup_ours = os_ours.OperatorSupport({'torch.relu': None, '_operator.add': None, 'torch.cos': None})
+    sup_theirs = os_torch.OperatorSupport({'torch.relu': None, '_operator.add': None, 'torch.cos': None})
+    a = CapabilityBasedPartitioner(ours, sup_ours, allows_single_node_partition=True).partition_and_fuse()
+    b = TorchPartitioner(theirs, sup_theirs, allows_single_node_partition=True).partition_and_fuse()
+    assert a.code == b.code
+    assert [n for n, _ in a.named_children()] == [n for n, _ in b.named_children()]
+    assert [n.name for n in a.graph.nodes] == [n.name for n in b.graph.nodes]
+
+
+def test_capability_partitioner_resnet18(resnet):
+    from fxcpp.passes import operator_support as os_ours
+    from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes import operator_support as os_torch
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner as TorchPartitioner
+
+    def make(mod):
+        def ok(mods, n):
+            if n.op == 'call_module':
+                return type(mods[n.target]) in (torch.nn.BatchNorm2d, torch.nn.ReLU, torch.nn.Conv2d)
+            return n.op == 'call_function' and n.target is operator.add
+        return mod.create_op_support(ok)
+    ours, theirs = _both(resnet)
+    p_ours, p_theirs = CapabilityBasedPartitioner(ours, make(os_ours)), TorchPartitioner(theirs, make(os_torch))
+    parts_ours, parts_theirs = p_ours.propose_partitions(), p_theirs.propose_partitions()
+    assert [_names(p.nodes) for p in parts_ours] == [_names(p.nodes) for p in parts_theirs]
+    assert len(parts_ours) >= 1 and sum(len(p.nodes) for p in parts_ours) > 40
+    fused = p_ours.fuse_partitions(parts_ours)
+    assert all(_is_fxcpp_gm(m) for n, m in fused.named_children() if n.startswith('fused_'))
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        _assert_same_outputs(fused(x), resnet(x))
+
+
+def test_fuser_utils_matches_torch_fx():
+    from fxcpp.passes.utils import fuser_utils as fu
+    from fxcpp.passes.utils.common import compare_graphs, lift_subgraph_as_module
+    from torch.fx.passes.utils import fuser_utils as tfu
+    from torch.fx.passes.utils.common import compare_graphs as torch_compare_graphs
+    model = Branchy()
+    ours, theirs = _both(model)
+
+    def pick(gm, names):
+        return [n for n in gm.graph.nodes if n.name in names]
+    # validity answers (a partition with an outside node on a path between its nodes is invalid)
+    for names in [{'relu', 'add'}, {'add', 'cos'}, {'mul', 'cos', 'add_1'}, {'add', 'add_1'}, {'relu_1', 'sin'}]:
+        assert fu.validate_partition(pick(ours, names)) == tfu.validate_partition(pick(theirs, names))
+    assert not fu.validate_partition(pick(ours, {'add', 'add_1'}))
+
+    # fuse_as_graphmodule: the fused module and its inputs/outputs in the original graph
+    names = {'mul', 'sub', 'cos', 'add_1'}
+    sub_a, ins_a, outs_a = fu.fuse_as_graphmodule(ours, fu.topo_sort(pick(ours, names)), 'part')
+    sub_b, ins_b, outs_b = tfu.fuse_as_graphmodule(theirs, tfu.topo_sort(pick(theirs, names)), 'part')
+    assert _is_fxcpp_gm(sub_a) and type(sub_a).__name__ == 'part'
+    assert sub_a.code == sub_b.code
+    assert [n.name for n in ins_a] == [n.name for n in ins_b] == ['add']
+    assert [n.name for n in outs_a] == [n.name for n in outs_b] == ['add_1']
+    assert compare_graphs(sub_a.graph, lift_subgraph_as_module(ours, sub_a.graph).graph)
+    assert compare_graphs(sub_a.graph, sub_b.graph) == torch_compare_graphs(sub_a.graph, sub_b.graph) is True
+    assert compare_graphs(sub_a.graph, ours.graph) is torch_compare_graphs(sub_b.graph, theirs.graph) is False
+
+    # fuse_by_partitions with explicit partitions (graph order)
+    ours, theirs = _both(model)
+    groups = [{'relu', 'add'}, {'mul', 'sub', 'cos', 'add_1'}, {'relu_1', 'mul_1'}]
+    fused_a = fu.fuse_by_partitions(ours, [pick(ours, g) for g in groups])
+    fused_b = tfu.fuse_by_partitions(theirs, [pick(theirs, g) for g in groups])
+    assert fused_a.code == fused_b.code
+    for i in range(3):
+        assert _is_fxcpp_gm(getattr(fused_a, f'fused_{i}'))
+        assert getattr(fused_a, f'fused_{i}').code == getattr(fused_b, f'fused_{i}').code
+    x, y = torch.randn(2, 4), torch.randn(2, 4)
+    _assert_same_outputs(fused_a(x, y), model(x, y))
+
+
+def test_validate_partition_deep_graph_without_recursion():
+    # torch.fx's validate_partition recurses once per downstream node (RecursionError here)
+    from fxcpp.passes.utils.fuser_utils import validate_partition
+    g = fxcpp.Graph()
+    cur = first = g.placeholder('x')
+    chain = []
+    for _ in range(3000):
+        cur = g.call_function(torch.relu, (cur,))
+        chain.append(cur)
+    g.output(cur)
+    assert validate_partition(chain[:2])
+    assert not validate_partition([chain[0], chain[2]])
+    long_way = g.call_function(operator.add, (chain[0], chain[-1]))  # chain[0] -> ... -> long_way
+    assert not validate_partition([chain[0], long_way])
+    assert validate_partition([first, chain[0]])
+
+
+# ---------------------------------------------------------------------------------------------
+# experimental: normalize, schema_type_annotation, merge_matmul
+# ---------------------------------------------------------------------------------------------
+
+class Spellings(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.conv = torch.nn.Conv1d(4, 4, 1)
+        self.bn = torch.nn.BatchNorm1d(4)
+
+    def forward(self, x, y):
+        a = torch.add(x, y)
+        b = torch.mul(a, 2.0)
+        c = F.relu(b, inplace=False)
+        d = self.lin(c)
+        e = torch.sub(d, x, alpha=2)
+        f = F.dropout(e, 0.1, training=False)
+        g = torch.sum(f, dim=1, keepdim=True)
+        h = torch.cat([g, g], 1)
+        return h, torch.eq(h, h), self.bn(self.conv(x.unsqueeze(-1))), torch.floor_divide(x, 2)
+
+
+@pytest.mark.parametrize('which', ['spellings', 'resnet18'])
+def test_normalize_matches_torch_fx(which, resnet):
+    from fxcpp.experimental.normalize import NormalizeArgs, NormalizeOperators
+    from fxcpp.experimental.schema_type_annotation import AnnotateTypesWithSchema
+    from torch.fx.experimental.normalize import NormalizeArgs as TorchNormalizeArgs
+    from torch.fx.experimental.normalize import NormalizeOperators as TorchNormalizeOperators
+    from torch.fx.experimental.schema_type_annotation import AnnotateTypesWithSchema as TorchAnnotate
+    model = (Spellings() if which == 'spellings' else resnet).eval()
+    inputs = (torch.randn(2, 4), torch.randn(2, 4)) if which == 'spellings' else (torch.randn(1, 3, 32, 32),)
+    for ours_cls, torch_cls, kwargs in [(NormalizeArgs, TorchNormalizeArgs, {}),
+                                        (NormalizeArgs, TorchNormalizeArgs, {'normalize_to_only_use_kwargs': False}),
+                                        (NormalizeOperators, TorchNormalizeOperators, {}),
+                                        (AnnotateTypesWithSchema, TorchAnnotate, {})]:
+        ours, theirs = _both(model)
+        ShapeProp(ours).propagate(*inputs)
+        TorchShapeProp(theirs).propagate(*inputs)
+        a = ours_cls(ours, **kwargs).transform()
+        b = torch_cls(theirs, **kwargs).transform()
+        assert _is_fxcpp_gm(a)
+        assert a.code == b.code, (ours_cls.__name__, kwargs)
+        assert [(n.name, n.type) for n in a.graph.nodes] == [(n.name, n.type) for n in b.graph.nodes]
+        with torch.no_grad():
+            _assert_same_outputs(a(*inputs), b(*inputs))
+        if ours_cls is NormalizeArgs:  # the new nodes share the old nodes' meta dicts
+            old = {n.name: n.meta for n in ours.graph.nodes}
+            assert all(n.meta is old[n.name] for n in a.graph.nodes if n.op != 'output')
+    if which == 'spellings':
+        traced = fxcpp.symbolic_trace(model)
+        ShapeProp(traced).propagate(*inputs)  # node types pick torch.add's overload
+        normalized = NormalizeArgs(traced).transform().code
+        assert 'torch.add(input = x, other = y, alpha = 1)' in normalized
+        assert 'self.lin(input = relu)' in normalized
+        canonical = NormalizeOperators(fxcpp.symbolic_trace(model)).transform().code
+        assert 'add = x + y' in canonical and 'floordiv = x // 2' in canonical and 'relu : torch.Tensor' in canonical
+
+
+class SharedRhs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, 5))
+
+    def forward(self, a, b, c):
+        return torch.matmul(a, self.w) + 1, torch.matmul(b.relu(), self.w), torch.matmul(c, self.w).sum()
+
+
+class TwoGroups(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, 5))
+        self.v = torch.nn.Parameter(torch.randn(4, 3))
+
+    def forward(self, a, b):
+        return torch.matmul(a, self.w), torch.matmul(b, self.w), torch.matmul(a, self.v), torch.matmul(b, self.v)
+
+
+class NodeRhs(torch.nn.Module):
+    def forward(self, a, b, w):
+        x = torch.matmul(a, w)
+        return torch.matmul(b, w), torch.matmul(x, w)  # the last one depends on the first
+
+
+def test_merge_matmul_matches_torch_fx():
+    from fxcpp.experimental.merge_matmul import merge_matmul
+    from torch.fx.experimental.merge_matmul import merge_matmul as torch_merge_matmul
+    for model, args in [(SharedRhs(), (torch.randn(2, 4), torch.randn(3, 4), torch.randn(1, 4))),
+                        (NodeRhs(), (torch.randn(2, 4), torch.randn(3, 4), torch.randn(4, 4)))]:
+        a, b = merge_matmul(model), torch_merge_matmul(model)
+        assert _is_fxcpp_gm(a)
+        assert a.code == b.code
+        _assert_same_outputs(a(*args), model(*args))
+    assert 'split_result_tensors(' in merge_matmul(SharedRhs()).code
+    assert merge_matmul(NodeRhs()).code.count('torch.matmul') == 3  # x @ w depends on a @ w: no merge
+    # an fxcpp GraphModule is traced by fxcpp, keeping its own leaf calls
+    gm = fxcpp.symbolic_trace(SharedRhs())
+    assert merge_matmul(gm).code == torch_merge_matmul(torch.fx.symbolic_trace(SharedRhs())).code
+
+
+def test_merge_matmul_two_groups():
+    # torch.fx 1.13 raises KeyError('output') here (it keeps using the graph legalize_graph replaced)
+    from fxcpp.experimental.merge_matmul import merge_matmul
+    model = TwoGroups()
+    gm = merge_matmul(model)
+    assert gm.code.count('torch.matmul') == 2 and gm.code.count('torch.cat') == 2
+    args = (torch.randn(2, 4), torch.randn(3, 4))
+    _assert_same_outputs(gm(*args), model(*args))
