@@ -256,3 +256,103 @@ def extract_subgraph(orig_module: nn.Module, nodes: List[Node], inputs: List[Nod
     new_graph.output([env[output] for output in outputs])
     new_graph.lint()
     return GraphModule(orig_module, new_graph)
+
+
+# ---- optimize_for_inference ------------------------------------------------------------------
+# torch.fx's MKL-DNN layout pass (grouping into MklSubgraphs, the heuristics, the autotuner) is
+# run as torch.fx wrote it, on a graph traced by fxcpp's Tracer: fxcpp's Graph is a torch.fx
+# Graph, so the pass edits it in place; the torch.fx GraphModule it returns is converted.
+from torch.fx.experimental.optimization import (  # noqa: E402,F401  (re-exported)
+    MklSubgraph,
+    UnionFind,
+    modules_to_mkldnn,
+    reset_modules,
+    use_mkl_length,
+)
+from torch.fx.experimental import optimization as _torch_optimization  # noqa: E402
+
+__all__ += ['MklSubgraph', 'UnionFind', 'gen_mkl_autotuner', 'modules_to_mkldnn', 'optimize_for_inference',
+            'reset_modules', 'use_mkl_length']
+
+
+def optimize_for_inference(model: torch.nn.Module, pass_config: Dict[str, Any] = None,
+                           tracer: Type[Tracer] = Tracer) -> torch.nn.Module:
+    """torch.fx's ``optimize_for_inference``: Conv/BN fusion (fxcpp's ``fuse``), dropout removal
+    (fxcpp's ``remove_dropout``) and the MKL-DNN layout optimisation (torch.fx's pass, on a graph
+    traced with ``tracer``, fxcpp's by default). ``pass_config`` as in torch.fx. Returns an fxcpp
+    GraphModule."""
+    config = {"conv_bn_fuse": True, "remove_dropout": True}
+    config.update(pass_config or {})
+    if config["conv_bn_fuse"]:
+        model = fuse(model)
+    if config["remove_dropout"]:
+        model = remove_dropout(model)
+    rest = dict(pass_config or {}, conv_bn_fuse=False, remove_dropout=False)
+    result = _torch_optimization.optimize_for_inference(model, rest, tracer)
+    if result is model:
+        return model
+    from ..interop import from_torch_fx
+    return from_torch_fx(result)
+
+
+def gen_mkl_autotuner(example_inputs, iters: int = 10, warmup: int = 1):
+    """A heuristic for ``optimize_for_inference``'s ``mkldnn_layout_optimize`` config: runs each
+    candidate subgraph ``iters`` times (after ``warmup``) in MKL-DNN layout and in dense layout on
+    random inputs of the shapes that running the model on ``example_inputs`` gives (passed to
+    ``forward`` as one argument, as torch.fx does), and keeps MKL-DNN where it was faster.
+
+    torch.fx 1.13's reads ``node.shape``, which nothing sets any more (its ShapeProp writes
+    ``meta['tensor_meta']``), so it raises AttributeError on the first subgraph; here the shapes
+    are recorded by running the module once on ``example_inputs``."""
+    import time
+    from torch.fx import Interpreter  # the module is torch.fx's GraphModule around an fxcpp graph
+
+    state: Dict[str, Any] = {}
+
+    def shapes_of(gm, old_modules) -> Dict[Node, torch.Size]:
+        # One dense run: the MKL-DNN modules' originals, layout conversions as identities.
+        shapes: Dict[Node, torch.Size] = {}
+
+        class _Shapes(Interpreter):
+            def call_module(self, target, args, kwargs):
+                mod = self.fetch_attr(target)
+                return old_modules.get(mod, mod)(*args, **kwargs)
+
+            def call_method(self, target, args, kwargs):
+                if target in ('to_mkldnn', 'to_dense'):
+                    return args[0]
+                return super().call_method(target, args, kwargs)
+
+            def run_node(self, n):
+                out = super().run_node(n)
+                if isinstance(out, torch.Tensor):
+                    shapes[n] = out.shape
+                return out
+
+        with torch.no_grad():
+            _Shapes(gm).run(example_inputs)  # one argument, as torch.fx passes it
+        return shapes
+
+    def timed(f) -> float:
+        for _ in range(warmup):
+            f()
+        begin = time.time()
+        for _ in range(iters):
+            f()
+        return time.time() - begin
+
+    def use_mkl_heuristic(graph: MklSubgraph) -> bool:
+        if not state:
+            state['gm'] = graph.fx_graph.owning_module
+            state['old_modules'] = graph.fx_graph.old_modules  # type: ignore[attr-defined]
+            state['shapes'] = shapes_of(state['gm'], state['old_modules'])
+        inputs = [torch.randn(state['shapes'][n]) for n in graph.start_nodes]
+        outputs = [n.args[0] for n in graph.end_nodes]
+        sub = extract_subgraph(state['gm'], graph.nodes, graph.start_nodes, outputs)
+        with torch.no_grad():
+            mkl = timed(lambda: [o.to_dense() for o in sub(*[i.to_mkldnn() for i in inputs])])
+            reset_modules(sub.graph.nodes, dict(sub.named_modules()), state['old_modules'])
+            dense = timed(lambda: sub(*inputs))
+        return mkl < dense
+
+    return use_mkl_heuristic
