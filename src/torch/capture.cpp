@@ -4,9 +4,16 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
+#include <typeinfo>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "fxcpp/passes/dce.h"
 
@@ -58,6 +65,20 @@ c10::TypePtr element_type(const c10::TypePtr& t) {
   return nullptr;
 }
 
+std::string qualified(const c10::FunctionSchema& schema) {
+  return schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+}
+
+// An exception's message without c10's backtrace, up to its first line
+// (NotImplementedError goes on with every backend that has a kernel).
+std::string first_line(const std::exception& e) {
+  const auto* c10e = dynamic_cast<const c10::Error*>(&e);
+  std::string m = c10e ? c10e->what_without_backtrace() : e.what();
+  size_t nl = m.find('\n');
+  if (nl != std::string::npos) m.resize(nl);
+  return m;
+}
+
 class Capture {
  public:
   Capture(const TraceOptions& options) : graph_(std::make_unique<Graph>()) {
@@ -65,7 +86,25 @@ class Capture {
       if (t.tensor.defined()) named_.emplace(t.tensor.unsafeGetTensorImpl(), &t);
   }
 
-  void add_input(const std::string& name, const at::Tensor& t) {
+  // A Meta run: Device arguments `meta` are recorded as `device`, the
+  // device of the tensors the Meta ones stand for.
+  void set_meta(c10::Device device) {
+    meta_ = true;
+    real_device_ = device;
+  }
+  bool meta() const { return meta_; }
+
+  // The first failure of the Meta run (Execution::Meta, MetaOrReal); empty
+  // while there is none. Kept even when the callable catches the exception.
+  const std::string& meta_failure() const { return meta_failure_; }
+  void fail_meta(const std::string& why) {
+    if (meta_failure_.empty()) meta_failure_ = why;
+  }
+
+  // A placeholder for an example input; its tensor_meta describes `t`, the
+  // real tensor. bind_input maps the tensor the callable gets (t itself, or
+  // its Meta stand-in) to it.
+  Node* add_input(const std::string& name, const at::Tensor& t) {
     Node* n = graph_->placeholder(name);
     if (t.defined()) {
       ArgPairs p;
@@ -83,8 +122,11 @@ class Capture {
                                        : Argument::none());
       p.emplace_back(Argument::string("is_quantized"), Argument::boolean(t.is_quantized()));
       n->meta().emplace_back("tensor_meta", Argument::dict(std::move(p)));
-      values_[t.unsafeGetTensorImpl()] = Value{t, n, -1, nullptr};
     }
+    return n;
+  }
+  void bind_input(Node* n, const at::Tensor& t) {
+    if (t.defined()) values_[t.unsafeGetTensorImpl()] = Value{t, n, -1, nullptr};
   }
 
   // Records one call: `args` are the arguments it was called with, `rets`
@@ -150,6 +192,7 @@ class Capture {
     t.tensors = std::move(tensors_);
     t.data_dependent = data_dependent_;
     t.recorded_ops = recorded_;
+    t.ran_on_meta = meta_;
     return t;
   }
 
@@ -173,13 +216,12 @@ class Capture {
 
   [[noreturn]] static void unsupported(const c10::FunctionSchema* schema, const std::string& pname,
                                        const std::string& what) {
-    std::string who = schema ? schema->name() + (schema->overload_name().empty() ? "" : "." + schema->overload_name())
-                             : std::string("the traced function");
+    std::string who = schema ? qualified(*schema) : std::string("the traced function");
     throw CaptureError("fxcpp::torch::trace: " + who + " was called with " + what + " as '" + pname +
                        "', which a captured graph cannot hold");
   }
 
-  Argument tensor(const at::Tensor& t) {
+  Argument tensor(const at::Tensor& t, const c10::FunctionSchema* schema) {
     if (!t.defined()) return Argument::none();
     c10::TensorImpl* impl = t.unsafeGetTensorImpl();
     auto it = values_.find(impl);
@@ -208,6 +250,13 @@ class Capture {
       name = nt->second->name;
       kind = nt->second->kind;
     } else {
+      if (meta_ && t.is_meta()) {
+        // Made on Meta without an operator call (or by the callable): a
+        // constant without data, which the real run would not have.
+        std::string who = schema ? qualified(*schema) : std::string("the traced function's result");
+        fail_meta(who + " got a Meta tensor that no recorded operator made");
+        throw CaptureError("fxcpp::torch::trace: " + meta_failure_);
+      }
       name = "_tensor_constant" + std::to_string(num_constants_++);
     }
     tensors_.push_back(NamedTensor{name, kind, t});
@@ -224,7 +273,7 @@ class Capture {
     if (depth > 64) unsupported(schema, pname, "a value nested too deeply");
     using K = c10::TypeKind;
     if (v.isNone()) return Argument::none();
-    if (v.isTensor()) return tensor(v.toTensor());
+    if (v.isTensor()) return tensor(v.toTensor(), schema);
     if (v.isInt()) {
       int64_t i = v.toInt();
       switch (base_kind(type)) {
@@ -247,7 +296,11 @@ class Capture {
     if (v.isDouble()) return Argument::real(v.toDouble());
     if (v.isBool()) return Argument::boolean(v.toBool());
     if (v.isString()) return Argument::string(v.toStringRef());
-    if (v.isDevice()) return Argument::foreign(torch_constant(TorchConstant::Kind::Device, v.toDevice().str()));
+    if (v.isDevice()) {
+      c10::Device d = v.toDevice();
+      if (meta_ && d.is_meta()) d = real_device_;  // x.options() of a Meta stand-in
+      return Argument::foreign(torch_constant(TorchConstant::Kind::Device, d.str()));
+    }
     if (v.isIntList()) {
       std::vector<Argument> items;
       for (int64_t i : v.toIntList()) items.push_back(Argument::integer(i));
@@ -265,7 +318,7 @@ class Capture {
     }
     if (v.isTensorList()) {
       std::vector<Argument> items;
-      for (const at::Tensor& t : v.toTensorList()) items.push_back(tensor(t));
+      for (const at::Tensor& t : v.toTensorList()) items.push_back(tensor(t, schema));
       return Argument::list(std::move(items));
     }
     if (v.isList()) {
@@ -290,6 +343,9 @@ class Capture {
   size_t num_constants_ = 0;
   size_t data_dependent_ = 0;
   size_t recorded_ = 0;
+  bool meta_ = false;
+  c10::Device real_device_{c10::kCPU};
+  std::string meta_failure_;
 };
 
 // The boxed fallback for kModeKey: record top-level calls, run everything
@@ -304,7 +360,18 @@ void capture_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, c10
   }
   const size_t nargs = op.schema().arguments().size();
   std::vector<c10::IValue> args(stack->end() - static_cast<std::ptrdiff_t>(nargs), stack->end());
-  op.redispatchBoxed(below, stack);
+  if (cap->meta()) {
+    try {
+      op.redispatchBoxed(below, stack);
+    } catch (const std::exception& e) {
+      // No Meta kernel (c10::NotImplementedError), or one that refuses: the
+      // Meta run is void even if the callable catches this.
+      cap->fail_meta(qualified(op.schema()) + " failed on Meta tensors: " + first_line(e));
+      throw;
+    }
+  } else {
+    op.redispatchBoxed(below, stack);
+  }
   const size_t nrets = op.schema().returns().size();
   cap->record(op, args, c10::ArrayRef<c10::IValue>(stack->data() + (stack->size() - nrets), nrets));
 }
@@ -325,6 +392,180 @@ struct ActiveCapture {
   ActiveCapture& operator=(const ActiveCapture&) = delete;
 };
 
+// Thrown out of capture_once when the Meta run failed (why: the operator
+// and its error); trace_function falls back or throws CaptureError.
+struct MetaFailed {
+  std::string why;
+};
+
+// Execution::Meta: the tensors the callable sees are Meta tensors (Note
+// [Capture by dispatcher mode], Meta execution). Example inputs get new
+// Meta stand-ins; named tensors (a module's parameters and buffers, which
+// the callable reaches through the module, not through its arguments) are
+// turned into Meta tensors in place: the same TensorImpl, so identity and
+// with it their get_attr names hold, with a Meta storage, key set and a
+// fresh version counter, put back from a snapshot by the destructor
+// (TensorImpl::shallow_copy_from both ways, as Variable::set_data does it,
+// without set_data's same-backend check).
+class MetaTensors {
+ public:
+  MetaTensors() = default;
+  MetaTensors(const MetaTensors&) = delete;
+  MetaTensors& operator=(const MetaTensors&) = delete;
+  ~MetaTensors() { restore(); }
+
+  // Checks every tensor first (nothing is changed when one cannot go to
+  // Meta), then swaps the named ones. Returns why not, or empty.
+  std::string prepare(const std::vector<NamedTensor>& named, const std::vector<at::Tensor>& inputs) {
+    std::vector<c10::Device> devices;
+    auto check = [&](const at::Tensor& t, const std::string& what) -> std::string {
+      if (!t.defined() || t.is_meta()) return "";
+      std::string why = refusal(t);
+      if (!why.empty()) return what + " is " + why + ", which has no Meta stand-in";
+      if (std::find(devices.begin(), devices.end(), t.device()) == devices.end()) devices.push_back(t.device());
+      return "";
+    };
+    for (const NamedTensor& nt : named) {
+      std::string why = check(nt.tensor, "'" + nt.name + "'");
+      if (!why.empty()) return why;
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      std::string why = check(inputs[i], "example input " + std::to_string(i));
+      if (!why.empty()) return why;
+    }
+    if (devices.size() > 1)
+      return "the tensors are on " + devices[0].str() + " and " + devices[1].str() +
+             " (a Meta run records one device for 'meta')";
+    if (!devices.empty()) device_ = devices[0];
+    for (const NamedTensor& nt : named) swap(nt.tensor);
+    return "";
+  }
+
+  // The tensor the callable gets for the example input `t`.
+  at::Tensor stand_in(const at::Tensor& t) {
+    if (!t.defined() || t.is_meta()) return t;
+    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    if (swapped_.count(impl)) return t;  // a named tensor passed as an input: Meta in place
+    auto it = inputs_.find(impl);
+    if (it != inputs_.end()) return it->second;  // the same tensor twice: one stand-in
+    at::Tensor m = meta_like(t);
+    if (t.requires_grad()) m.set_requires_grad(true);
+    inputs_.emplace(impl, m);
+    return m;
+  }
+
+  // The device the Meta tensors stand for.
+  c10::Device device() const { return device_; }
+
+ private:
+  struct Saved {
+    at::Tensor tensor;                             ///< the swapped tensor (a strong reference)
+    c10::intrusive_ptr<c10::TensorImpl> snapshot;  ///< its metadata and storage before
+    c10::VariableVersion version;  ///< its version counter (disabled: none)
+    bool has_version = false;
+    /// A leaf that requires grad: its cached AccumulateGrad (whose input
+    /// metadata says cpu), set aside so the Meta run makes its own.
+    std::shared_ptr<::torch::autograd::Node> accumulator;
+    bool has_accumulator = false;
+  };
+
+  static std::string refusal(const at::Tensor& t) {
+    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    // shallow_copy_from is only an exact round trip for the base class
+    // (sparse, quantized, MKLDNN, nested tensors override it).
+    if (typeid(*impl) != typeid(c10::TensorImpl)) return "a " + t.toString() + " tensor";
+    if (t.key_set().has(c10::DispatchKey::Python)) return "a tensor subclass";
+    if (t.is_conj() || t.is_neg() || t._is_zerotensor()) return "a conjugate, negative or zero view";
+    return "";
+  }
+
+  static at::Tensor meta_like(const at::Tensor& t) {
+    c10::InferenceMode inference(t.is_inference());  // the same kind of tensor
+    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+  }
+
+  void swap(const at::Tensor& t) {
+    if (!t.defined() || t.is_meta()) return;
+    c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    if (!swapped_.insert(impl).second) return;  // tied weights: once
+    at::Tensor m = meta_like(t);
+    Saved s;
+    s.tensor = t;
+    s.snapshot = impl->shallow_copy_and_detach(impl->version_counter(), impl->allow_tensor_metadata_change());
+    s.has_version = !t.is_inference();  // inference tensors have no version counter
+    if (s.has_version) s.version = impl->version_counter();
+    s.has_accumulator = t.requires_grad() && t.is_leaf();
+    if (s.has_accumulator) s.accumulator = ::torch::autograd::impl::try_get_grad_accumulator(t);
+    saved_.push_back(std::move(s));
+    impl->shallow_copy_from(m.getIntrusivePtr());
+    // In-place ops of the Meta run bump a counter of their own; its autograd
+    // graph gets an AccumulateGrad of its own.
+    if (saved_.back().has_version) impl->set_version_counter(c10::VariableVersion(0));
+    if (saved_.back().has_accumulator) ::torch::autograd::impl::set_grad_accumulator(t, {});
+  }
+
+  void restore() noexcept {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      c10::TensorImpl* impl = it->tensor.unsafeGetTensorImpl();
+      impl->shallow_copy_from(it->snapshot);
+      if (it->has_version) impl->set_version_counter(it->version);
+      if (it->has_accumulator) ::torch::autograd::impl::set_grad_accumulator(it->tensor, it->accumulator);
+    }
+    saved_.clear();
+  }
+
+  std::vector<Saved> saved_;
+  std::unordered_set<const c10::TensorImpl*> swapped_;
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> inputs_;
+  c10::Device device_{c10::kCPU};
+};
+
+// One capture, on the example inputs or (`meta`) on Meta stand-ins; throws
+// MetaFailed when the Meta run failed, and what the callable throws.
+Traced capture_once(const TraceFn& fn, const std::vector<at::Tensor>& example_inputs, const TraceOptions& options,
+                    bool meta) {
+  Capture cap(options);
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<Node*> placeholders;
+  for (size_t i = 0; i < example_inputs.size(); ++i) {
+    // Unique targets: generated code spells placeholders by target. The
+    // tensor_meta describes the real input.
+    placeholders.push_back(cap.add_input(
+        !options.input_names.empty() ? options.input_names[i] : i == 0 ? "x" : "x_" + std::to_string(i),
+        example_inputs[i]));
+    shapes.push_back(example_inputs[i].defined() ? example_inputs[i].sizes().vec() : std::vector<int64_t>{});
+  }
+  MetaTensors metas;  // restores the named tensors on every way out
+  std::vector<at::Tensor> inputs;
+  if (meta) {
+    std::string why = metas.prepare(options.named_tensors, example_inputs);
+    if (!why.empty()) throw MetaFailed{why};
+    cap.set_meta(metas.device());
+    for (const at::Tensor& t : example_inputs) inputs.push_back(metas.stand_in(t));
+  }
+  const std::vector<at::Tensor>& run_inputs = meta ? inputs : example_inputs;
+  for (size_t i = 0; i < run_inputs.size(); ++i) cap.bind_input(placeholders[i], run_inputs[i]);
+
+  try {
+    c10::IValue result;
+    {
+      ActiveCapture active(&cap);
+      c10::impl::IncludeDispatchKeyGuard mode(kModeKey);
+      result = fn(run_inputs);
+    }
+    if (!cap.meta_failure().empty()) throw MetaFailed{cap.meta_failure()};  // the callable caught it
+    cap.finish(result, options.dead_code_elimination);  // the mode is off again
+  } catch (const MetaFailed&) {
+    throw;
+  } catch (...) {
+    if (!cap.meta_failure().empty()) throw MetaFailed{cap.meta_failure()};
+    throw;
+  }
+  Traced t = cap.take();
+  t.input_shapes = std::move(shapes);
+  return t;
+}
+
 }  // namespace
 
 bool capture_active() { return tls_capture != nullptr; }
@@ -343,25 +584,25 @@ Traced trace_function(const TraceFn& fn, const std::vector<at::Tensor>& example_
         throw CaptureError("fxcpp::torch::trace: input name '" + options.input_names[i] + "' is given twice");
   ensure_registered();
 
-  Capture cap(options);
-  std::vector<std::vector<int64_t>> shapes;
-  for (size_t i = 0; i < example_inputs.size(); ++i) {
-    // Unique targets: generated code spells placeholders by target.
-    cap.add_input(!options.input_names.empty() ? options.input_names[i] : i == 0 ? "x" : "x_" + std::to_string(i),
-                  example_inputs[i]);
-    shapes.push_back(example_inputs[i].defined() ? example_inputs[i].sizes().vec()
-                                                                  : std::vector<int64_t>{});
+  if (options.execution == Execution::Real) return capture_once(fn, example_inputs, options, false);
+  std::string why;
+  try {
+    return capture_once(fn, example_inputs, options, true);
+  } catch (const MetaFailed& e) {
+    if (options.execution == Execution::Meta)
+      throw CaptureError("fxcpp::torch::trace: " + e.why +
+                         " (Execution::Meta; Execution::MetaOrReal falls back to the real tensors)");
+    why = e.why;
+  } catch (const CaptureError&) {
+    throw;  // not about Meta: the real run would throw it too
+  } catch (const std::exception& e) {
+    if (options.execution == Execution::Meta) throw;
+    why = "the callable threw on Meta tensors: " + first_line(e);
   }
-
-  c10::IValue result;
-  {
-    ActiveCapture active(&cap);
-    c10::impl::IncludeDispatchKeyGuard mode(kModeKey);
-    result = fn(example_inputs);
-  }
-  cap.finish(result, options.dead_code_elimination);  // the mode is off again
-  Traced t = cap.take();
-  t.input_shapes = std::move(shapes);
+  // Execution::MetaOrReal: the whole capture again, on the real tensors
+  // (Note [Capture by dispatcher mode], Meta execution).
+  Traced t = capture_once(fn, example_inputs, options, false);
+  t.meta_fallback = std::move(why);
   return t;
 }
 

@@ -4,8 +4,10 @@
 // state they leave behind. The only TU of the tests that includes torch/torch.h.
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/library.h>
 #include <torch/torch.h>
 
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -19,6 +21,7 @@ using fxcpp::Node;
 using fxcpp::Op;
 using fxcpp::torch::capture_active;
 using fxcpp::torch::CaptureError;
+using fxcpp::torch::Execution;
 using fxcpp::torch::Module;
 using fxcpp::torch::ModuleOptions;
 using fxcpp::torch::NamedTensor;
@@ -328,6 +331,23 @@ std::vector<std::string> jit_trace_ops(const std::function<at::Tensor(const at::
   return out;
 }
 
+// The capture's op sequence (recorded calls, no dead code elimination) in
+// the tracer's spelling. The one renaming: the tracer records conv2d by what
+// it calls (a tracer special case in LibTorch 1.13); the capture keeps the
+// overload the code called, as fxcpp.aten.lower does.
+template <typename M>
+std::vector<std::string> captured_ops(M& net, const at::Tensor& x) {
+  TraceOptions keep;
+  keep.dead_code_elimination = false;
+  std::vector<std::string> ours;
+  for (const std::string& t : targets(*trace(net, {x}, keep).graph)) {
+    if (t == "operator.getitem") continue;  // an element of a recorded call's result, not a call
+    std::string op = "aten::" + t.substr(5, t.rfind('.') - 5);
+    ours.push_back(op == "aten::conv2d" ? "aten::_convolution" : op);
+  }
+  return ours;
+}
+
 TEST(Capture, SameOpsAsJitTracer) {
   ::torch::manual_seed(0);
   SmallCnn net;
@@ -335,15 +355,9 @@ TEST(Capture, SameOpsAsJitTracer) {
   for (auto& p : net->parameters()) p.set_requires_grad(false);  // the tracer makes them constants
   ::torch::NoGradGuard no_grad;
   at::Tensor x = at::randn({2, 3, 16, 16});
-  std::vector<std::string> ours;
-  for (const std::string& t : targets(*trace(net, {x}).graph)) ours.push_back("aten::" + t.substr(5, t.rfind('.') - 5));
   std::vector<std::string> jit = jit_trace_ops([&](const at::Tensor& in) { return net->forward(in); }, x);
-  // The one difference: the tracer records conv2d by what it calls (a
-  // tracer special case in LibTorch 1.13); the capture keeps the overload
-  // the code called, as fxcpp.aten.lower does.
-  for (std::string& op : ours)
-    if (op == "aten::conv2d") op = "aten::_convolution";
-  EXPECT_EQ(ours, jit);
+  EXPECT_EQ(captured_ops(net, x), jit);
+  EXPECT_EQ(jit.size(), 9u);
 }
 
 // ---- ResNet-18 with torch::nn ----------------------------------------------------------
@@ -421,6 +435,464 @@ TEST(Capture, TorchNnResNet18) {
     at::Tensor a = at::randn({batch, 3, 64, 64});
     EXPECT_TRUE(at::allclose(m.forward({a}).toTensor(), net->forward(a), 1e-4, 1e-5)) << batch;
   }
+}
+
+TEST(Capture, ResNet18SameOpsAsJitTracer) {
+  ::torch::manual_seed(0);
+  ResNet18 net;
+  net->eval();
+  for (auto& p : net->parameters()) p.set_requires_grad(false);
+  ::torch::NoGradGuard no_grad;
+  at::Tensor x = at::randn({1, 3, 32, 32});
+  std::vector<std::string> jit = jit_trace_ops([&](const at::Tensor& in) { return net->forward(in); }, x);
+  EXPECT_EQ(captured_ops(net, x), jit);
+  EXPECT_EQ(jit.size(), 70u);  // 20 conv, 20 batch_norm, 17 relu, 8 add, pools, flatten, t, addmm
+}
+
+// ---- Execution::Meta --------------------------------------------------------------------
+
+TraceOptions on(Execution e) {
+  TraceOptions o;
+  o.execution = e;
+  return o;
+}
+
+// What a module's parameters and buffers were before a capture.
+struct TensorState {
+  std::string name;
+  const c10::TensorImpl* impl;
+  at::Tensor copy;
+  const void* data;
+  int64_t version;
+  bool requires_grad;
+};
+
+template <typename M>
+std::map<std::string, at::Tensor> module_tensors(M& net) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& kv : net->named_parameters(true)) out[kv.key()] = kv.value();
+  for (const auto& kv : net->named_buffers(true)) out[kv.key()] = kv.value();
+  return out;
+}
+
+template <typename M>
+std::vector<TensorState> snapshot(M& net) {
+  std::vector<TensorState> out;
+  for (const auto& kv : module_tensors(net))
+    out.push_back(TensorState{kv.first, kv.second.unsafeGetTensorImpl(),
+                              kv.second.detach().clone(),  // no autograd graph that keeps state alive
+                              kv.second.data_ptr(), kv.second._version(), kv.second.requires_grad()});
+  return out;
+}
+
+// The module holds the same tensors (TensorImpl), on the CPU, with the same
+// storage, values, version and requires_grad.
+template <typename M>
+void expect_restored(M& net, const std::vector<TensorState>& before) {
+  auto now = module_tensors(net);
+  ASSERT_EQ(now.size(), before.size());
+  for (const TensorState& s : before) {
+    const at::Tensor& t = now.at(s.name);
+    EXPECT_EQ(t.unsafeGetTensorImpl(), s.impl) << s.name;
+    EXPECT_TRUE(t.device().is_cpu()) << s.name;
+    EXPECT_FALSE(t.key_set().has(c10::DispatchKey::Meta)) << s.name;
+    EXPECT_EQ(t.data_ptr(), s.data) << s.name;
+    EXPECT_EQ(t._version(), s.version) << s.name;
+    EXPECT_EQ(t.requires_grad(), s.requires_grad) << s.name;
+    EXPECT_EQ(t.sizes(), s.copy.sizes()) << s.name;
+    EXPECT_EQ(t.strides(), s.copy.strides()) << s.name;
+    EXPECT_TRUE(at::equal(t, s.copy)) << s.name;
+  }
+}
+
+// A Meta capture equals the real one: same printout, counts, tensors (the
+// same objects, by the same names) and placeholder tensor_meta (the real
+// inputs').
+void expect_same_capture(const Traced& real, const Traced& meta) {
+  EXPECT_FALSE(real.ran_on_meta);
+  EXPECT_TRUE(meta.ran_on_meta);
+  EXPECT_EQ(meta.meta_fallback, "");
+  EXPECT_EQ(str(*meta.graph), str(*real.graph));
+  EXPECT_EQ(meta.recorded_ops, real.recorded_ops);
+  EXPECT_EQ(meta.data_dependent, real.data_dependent);
+  EXPECT_EQ(meta.input_shapes, real.input_shapes);
+  ASSERT_EQ(meta.tensors.size(), real.tensors.size());
+  for (size_t i = 0; i < real.tensors.size(); ++i) {
+    EXPECT_EQ(meta.tensors[i].name, real.tensors[i].name);
+    EXPECT_EQ(meta.tensors[i].kind, real.tensors[i].kind);
+    EXPECT_TRUE(meta.tensors[i].tensor.is_same(real.tensors[i].tensor)) << real.tensors[i].name;
+    EXPECT_FALSE(meta.tensors[i].tensor.is_meta()) << real.tensors[i].name;
+  }
+  std::vector<Node*> a, b;
+  for (Node* n : real.graph->nodes())
+    if (n->op() == Op::Placeholder) a.push_back(n);
+  for (Node* n : meta.graph->nodes())
+    if (n->op() == Op::Placeholder) b.push_back(n);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_FALSE(a[i]->meta().empty());
+    EXPECT_TRUE(a[i]->meta() == b[i]->meta()) << a[i]->name();
+  }
+}
+
+// A model whose operators all have C++ Meta kernels in LibTorch 1.13
+// (linear, gelu, tanh, sigmoid, add, mul, log_softmax; not layer_norm, whose
+// composite kernel calls native_batch_norm).
+struct SmallMlpImpl : ::torch::nn::Module {
+  SmallMlpImpl()
+      : fc1(register_module("fc1", ::torch::nn::Linear(16, 32))),
+        fc2(register_module("fc2", ::torch::nn::Linear(32, 32))),
+        gate(register_module("gate", ::torch::nn::Linear(32, 32))),
+        head(register_module("head", ::torch::nn::Linear(32, 10))) {
+    register_buffer("scale", at::full({32}, 0.5));
+  }
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor h = ::torch::gelu(fc1(x));
+    h = ::torch::tanh(h + fc2(h)) * ::torch::sigmoid(gate(h)) * named_buffers()["scale"];
+    return ::torch::log_softmax(head(h), -1);
+  }
+  ::torch::nn::Linear fc1, fc2, gate, head;
+};
+TORCH_MODULE(SmallMlp);
+
+TEST(Capture, MetaRunGivesTheRealGraphMlp) {
+  ::torch::manual_seed(0);
+  SmallMlp net;
+  at::Tensor x = at::randn({2, 5, 16});
+  for (bool grad : {true, false}) {
+    c10::AutoGradMode mode(grad);
+    auto before = snapshot(net);
+    Traced meta = trace(net, {x}, on(Execution::Meta));
+    expect_restored(net, before);
+    Traced real = trace(net, {x});
+    expect_same_capture(real, meta);
+    Traced either = trace(net, {x}, on(Execution::MetaOrReal));
+    expect_same_capture(real, either);
+    EXPECT_TRUE(mode_clean());
+  }
+  ::torch::NoGradGuard no_grad;
+  Module m = trace(net, {x}, on(Execution::Meta)).module();  // runs on the real tensors
+  at::Tensor a = at::randn({3, 5, 16});
+  EXPECT_TRUE(at::allclose(m.forward({a}).toTensor(), net->forward(a), 1e-5, 1e-6));
+}
+
+TEST(Capture, CnnsFallBackWithoutCppMetaKernels) {
+  // LibTorch 1.13 has no C++ Meta kernel for convolution (it reaches
+  // convolution_overrideable), native_batch_norm or relu: a Meta capture of
+  // a CNN in a C++ program fails at its first conv2d.
+  ::torch::manual_seed(0);
+  SmallCnn cnn;
+  ResNet18 resnet;
+  cnn->eval();
+  resnet->eval();
+  auto check = [](auto& net, const at::Tensor& x) {
+    auto before = snapshot(net);
+    Traced t = trace(net, {x}, on(Execution::MetaOrReal));
+    expect_restored(net, before);
+    EXPECT_FALSE(t.ran_on_meta);
+    EXPECT_NE(t.meta_fallback.find("aten::conv2d failed on Meta tensors"), std::string::npos) << t.meta_fallback;
+    EXPECT_NE(t.meta_fallback.find("convolution_overrideable"), std::string::npos) << t.meta_fallback;
+    Traced real = trace(net, {x});
+    EXPECT_EQ(str(*t.graph), str(*real.graph));
+    EXPECT_EQ(t.recorded_ops, real.recorded_ops);
+    try {
+      trace(net, {x}, on(Execution::Meta));
+      ADD_FAILURE() << "expected CaptureError";
+    } catch (const CaptureError& e) {
+      EXPECT_NE(std::string(e.what()).find("aten::conv2d failed on Meta tensors"), std::string::npos) << e.what();
+    }
+    expect_restored(net, before);
+    EXPECT_TRUE(mode_clean());
+  };
+  check(cnn, at::randn({2, 3, 16, 16}));
+  check(resnet, at::randn({1, 3, 64, 64}));
+}
+
+// Shape-only Meta kernels for the three operators the C++ ResNet-18 and the
+// small CNN lack (the Python package registers Python ones when torch is
+// imported, torch/_meta_registrations.py), registered for one test's scope:
+// with them every operator of these models has a Meta kernel.
+at::Tensor meta_convolution(const at::Tensor& input, const at::Tensor& weight, const c10::optional<at::Tensor>&,
+                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                            bool transposed, at::IntArrayRef, int64_t) {
+  TORCH_CHECK(!transposed, "meta_convolution: not transposed");
+  std::vector<int64_t> size{input.size(0), weight.size(0)};
+  for (int64_t d = 2; d < input.dim(); ++d) {
+    const size_t i = static_cast<size_t>(d - 2);
+    size.push_back((input.size(d) + 2 * padding[i] - dilation[i] * (weight.size(d) - 1) - 1) / stride[i] + 1);
+  }
+  return at::empty(size, input.options());
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor> meta_native_batch_norm(const at::Tensor& input,
+                                                                      const c10::optional<at::Tensor>&,
+                                                                      const c10::optional<at::Tensor>&,
+                                                                      const c10::optional<at::Tensor>&,
+                                                                      const c10::optional<at::Tensor>&, bool, double,
+                                                                      double) {
+  return {at::empty_like(input), at::empty({input.size(1)}, input.options()),
+          at::empty({input.size(1)}, input.options())};
+}
+at::Tensor meta_relu(const at::Tensor& self) { return at::empty_like(self); }
+
+struct CnnMetaKernels {
+  ::torch::Library lib{::torch::Library::IMPL, "aten", c10::DispatchKey::Meta, __FILE__, __LINE__};
+  CnnMetaKernels() {
+    lib.impl("convolution", &meta_convolution);
+    lib.impl("native_batch_norm", &meta_native_batch_norm);
+    lib.impl("relu", &meta_relu);
+  }
+};
+
+TEST(Capture, MetaRunGivesTheRealGraphSmallCnn) {
+  CnnMetaKernels kernels;
+  ::torch::manual_seed(0);
+  SmallCnn net;
+  at::Tensor x = at::randn({2, 3, 16, 16});
+  for (bool train : {false, true}) {
+    net->train(train);
+    auto before = snapshot(net);
+    Traced meta = trace(net, {x}, on(Execution::Meta));
+    expect_restored(net, before);  // training mode too: the running stats were updated on Meta
+    Traced real = trace(net, {x});
+    expect_same_capture(real, meta);
+    Traced either = trace(net, {x}, on(Execution::MetaOrReal));
+    expect_same_capture(real, either);
+    EXPECT_TRUE(mode_clean());
+  }
+  net->eval();
+  ::torch::NoGradGuard no_grad;
+  Module m = trace(net, {x}, on(Execution::Meta)).module();
+  at::Tensor a = at::randn({2, 3, 16, 16});
+  EXPECT_TRUE(at::allclose(m.forward({a}).toTensor(), net->forward(a), 1e-5, 1e-6));
+}
+
+TEST(Capture, MetaRunGivesTheRealGraphResNet18) {
+  CnnMetaKernels kernels;
+  ::torch::manual_seed(0);
+  ResNet18 net;
+  net->eval();
+  at::Tensor x = at::randn({1, 3, 64, 64});
+  auto before = snapshot(net);
+  Traced meta = trace(net, {x}, on(Execution::Meta));
+  expect_restored(net, before);
+  Traced real = trace(net, {x});
+  expect_same_capture(real, meta);
+  EXPECT_EQ(meta.tensors.size(), 62u + 40u);
+  ::torch::NoGradGuard no_grad;
+  Module m = std::move(meta).module();
+  at::Tensor a = at::randn({2, 3, 64, 64});
+  EXPECT_TRUE(at::allclose(m.forward({a}).toTensor(), net->forward(a), 1e-4, 1e-5));
+  EXPECT_TRUE(mode_clean());
+}
+
+TEST(Capture, MetaRunWritesNothing) {
+  // In-place writes land on the Meta stand-ins: the input and the buffers
+  // keep their values and versions (a real capture runs the function).
+  auto fn = [](const std::vector<at::Tensor>& in) {
+    in[0].mul_(2);
+    return in[0] + 1;
+  };
+  at::Tensor x = at::ones({3});
+  const int64_t version = x._version();
+  Traced meta = trace(fn, {x}, on(Execution::Meta));
+  EXPECT_TRUE(at::equal(x, at::ones({3})));
+  EXPECT_EQ(x._version(), version);
+  Traced real = trace(fn, {x});
+  EXPECT_TRUE(at::equal(x, at::full({3}, 2.0)));
+  expect_same_capture(real, meta);
+
+  CnnMetaKernels kernels;  // batch_norm and relu
+  ::torch::manual_seed(0);
+  ::torch::nn::Sequential seq(::torch::nn::Linear(4, 4), ::torch::nn::BatchNorm1d(4), ::torch::nn::ReLU());
+  seq->train();
+  ::torch::NoGradGuard no_grad;
+  at::Tensor y = at::randn({8, 4});
+  auto before = snapshot(seq);
+  Traced m2 = trace(seq, {y}, on(Execution::Meta));
+  expect_restored(seq, before);  // num_batches_tracked, running_mean/var: unchanged
+  Traced r2 = trace(seq, {y});
+  EXPECT_EQ(seq->named_buffers()["1.num_batches_tracked"].item<int64_t>(), 1);  // the real run counted
+  expect_same_capture(r2, m2);
+}
+
+TEST(Capture, MetaRecordsTheRealDevice) {
+  // Options taken from a Meta stand-in say device=meta: recorded as the
+  // device of the tensors it stands for.
+  auto fn = [](const std::vector<at::Tensor>& in) {
+    at::Tensor z = at::zeros({2, 3}, in[0].options());
+    return (in[0].to(in[0].device()) + z).to(at::kDouble);
+  };
+  at::Tensor x = at::randn({2, 3});
+  Traced real = trace(fn, {x});
+  Traced meta = trace(fn, {x}, on(Execution::Meta));
+  expect_same_capture(real, meta);
+  std::string s = str(*meta.graph);
+  EXPECT_NE(s.find("device: device(type='cpu')"), std::string::npos) << s;
+  EXPECT_EQ(s.find("meta"), std::string::npos) << s;
+}
+
+TEST(Capture, MetaOrRealFallsBackWithoutAMetaKernel) {
+  auto nonzero = [](const std::vector<at::Tensor>& in) { return at::nonzero(at::sigmoid(in[0]) > 0.5); };
+  auto item = [](const std::vector<at::Tensor>& in) {  // data-dependent
+    float s = in[0].sum().item<float>();
+    return in[0] * s;
+  };
+  auto caught = [](const std::vector<at::Tensor>& in) {  // the callable swallows the error
+    at::Tensor r = at::sigmoid(in[0]);
+    try {
+      r = at::nonzero(r);
+    } catch (const c10::Error&) {
+    }
+    return r;
+  };
+  at::Tensor x = at::randn({4, 5});
+  struct Case {
+    std::function<c10::IValue(const std::vector<at::Tensor>&)> fn;
+    std::vector<std::string> names;  // what the error names
+  };
+  for (const Case& c : {Case{nonzero, {"aten::nonzero failed on Meta tensors", "'Meta' backend"}},
+                        Case{item, {"aten::item failed on Meta tensors", "aten::_local_scalar_dense"}},
+                        Case{caught, {"aten::nonzero failed on Meta tensors"}}}) {
+    Traced real = trace(c.fn, {x});
+    Traced t = trace(c.fn, {x}, on(Execution::MetaOrReal));
+    EXPECT_FALSE(t.ran_on_meta);
+    for (const std::string& n : c.names) EXPECT_NE(t.meta_fallback.find(n), std::string::npos) << t.meta_fallback;
+    EXPECT_EQ(t.meta_fallback.find('\n'), std::string::npos) << t.meta_fallback;
+    EXPECT_EQ(str(*t.graph), str(*real.graph));
+    EXPECT_EQ(t.recorded_ops, real.recorded_ops);
+    EXPECT_TRUE(mode_clean());
+    try {
+      trace(c.fn, {x}, on(Execution::Meta));
+      ADD_FAILURE() << "expected CaptureError";
+    } catch (const CaptureError& e) {
+      for (const std::string& n : c.names) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(mode_clean());
+  }
+}
+
+TEST(Capture, MetaFallbackRestoresTheModule) {
+  // The Meta attempt fails after the module ran on Meta: its tensors are back
+  // before the real run, which computes with them.
+  ::torch::manual_seed(0);
+  SmallMlp net;
+  ::torch::NoGradGuard no_grad;
+  auto fn = [&](const std::vector<at::Tensor>& in) { return at::nonzero(net->forward(in[0]) > -2); };
+  at::Tensor x = at::randn({2, 5, 16});
+  auto before = snapshot(net);
+  Traced t = trace(net, fn, {x}, on(Execution::MetaOrReal));
+  expect_restored(net, before);
+  EXPECT_FALSE(t.ran_on_meta);
+  EXPECT_NE(t.meta_fallback.find("aten::nonzero failed on Meta tensors"), std::string::npos) << t.meta_fallback;
+  Traced real = trace(net, fn, {x});
+  EXPECT_EQ(str(*t.graph), str(*real.graph));
+  EXPECT_NE(str(*t.graph).find("get_attr[target=fc1.weight]"), std::string::npos);
+  Module m = std::move(t).module();
+  EXPECT_TRUE(at::equal(m.forward({x}).toTensor(), fn({x})));
+  EXPECT_THROW(trace(net, fn, {x}, on(Execution::Meta)), CaptureError);
+  expect_restored(net, before);
+  EXPECT_TRUE(mode_clean());
+}
+
+TEST(Capture, MetaRunsLeaveNoStateBehind) {
+  ::torch::manual_seed(0);
+  SmallMlp net;
+  at::Tensor x = at::randn({2, 5, 16});
+  auto before = snapshot(net);
+  int calls = 0;
+  auto user = [&](const std::vector<at::Tensor>& in) -> c10::IValue {
+    ++calls;
+    net->forward(in[0]);
+    throw std::runtime_error("user error");
+  };
+  // Meta: the callable's own exception propagates as it is.
+  EXPECT_THROW(trace(net, user, {x}, on(Execution::Meta)), std::runtime_error);
+  EXPECT_EQ(calls, 1);
+  expect_restored(net, before);
+  EXPECT_TRUE(mode_clean());
+  // MetaOrReal: the real run throws it again.
+  EXPECT_THROW(trace(net, user, {x}, on(Execution::MetaOrReal)), std::runtime_error);
+  EXPECT_EQ(calls, 3);
+  expect_restored(net, before);
+  EXPECT_TRUE(mode_clean());
+  // A shape error on Meta: CaptureError naming the operator (Meta), or the
+  // real run's c10::Error (MetaOrReal).
+  auto bad = [](const std::vector<at::Tensor>& in) { return at::mm(in[0], in[0]); };
+  try {
+    trace(bad, {at::randn({2, 3})}, on(Execution::Meta));
+    ADD_FAILURE() << "expected CaptureError";
+  } catch (const CaptureError& e) {
+    EXPECT_NE(std::string(e.what()).find("aten::mm failed on Meta tensors"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(mode_clean());
+  EXPECT_THROW(trace(bad, {at::randn({2, 3})}, on(Execution::MetaOrReal)), c10::Error);
+  EXPECT_TRUE(mode_clean());
+  // A nested capture inside a Meta capture is refused as usual.
+  bool nested = false;
+  Traced outer = trace(
+      [&](const std::vector<at::Tensor>& in) {
+        EXPECT_TRUE(in[0].is_meta());
+        try {
+          trace([](const std::vector<at::Tensor>& i) { return i[0] + 1; }, {in[0]}, on(Execution::Meta));
+        } catch (const CaptureError&) {
+          nested = true;
+        }
+        return at::neg(in[0]);
+      },
+      {at::randn({2})}, on(Execution::Meta));
+  EXPECT_TRUE(nested);
+  EXPECT_TRUE(outer.ran_on_meta);
+  EXPECT_EQ(targets(*outer.graph), (std::vector<std::string>{"aten.neg.default"}));
+  // A Meta output the callable keeps holds the Meta run's autograd graph
+  // (and its AccumulateGrad nodes) alive: training afterwards builds its own.
+  at::Tensor kept;
+  trace(net, [&](const std::vector<at::Tensor>& in) { return c10::IValue(kept = net->forward(in[0])); }, {x},
+        on(Execution::Meta));
+  ASSERT_TRUE(kept.is_meta() && kept.requires_grad());
+  net->zero_grad();
+  net->forward(x).sum().backward();
+  for (const auto& p : net->parameters()) {
+    ASSERT_TRUE(p.grad().defined());
+    EXPECT_TRUE(p.grad().device().is_cpu());
+  }
+  net->zero_grad();
+  kept.reset();
+  // Ordinary execution and a real capture afterwards.
+  at::Tensor a = at::ones({2});
+  EXPECT_TRUE(at::equal(a + a, at::full({2}, 2.0)));
+  Traced t = trace([](const std::vector<at::Tensor>& in) { return at::exp(in[0]); }, {a});
+  EXPECT_EQ(targets(*t.graph), (std::vector<std::string>{"aten.exp.default"}));
+  EXPECT_EQ(t.recorded_ops, 1u);
+  EXPECT_FALSE(t.ran_on_meta);
+  ::torch::NoGradGuard no_grad;
+  EXPECT_TRUE(at::equal(net->forward(x), net->forward(x)));
+  expect_restored(net, before);
+  EXPECT_TRUE(mode_clean());
+}
+
+TEST(Capture, MetaRefusesTensorsWithoutAMetaForm) {
+  // A sparse tensor (its TensorImpl is not the base class): no Meta stand-in.
+  at::Tensor w = at::eye(3).to_sparse();
+  auto fn = [&](const std::vector<at::Tensor>& in) { return at::mm(w, in[0]); };
+  TraceOptions opts;
+  opts.named_tensors.push_back(NamedTensor{"w", NamedTensor::Kind::Buffer, w});
+  at::Tensor x = at::randn({3, 2});
+  opts.execution = Execution::Meta;
+  try {
+    trace(fn, {x}, opts);
+    ADD_FAILURE() << "expected CaptureError";
+  } catch (const CaptureError& e) {
+    EXPECT_NE(std::string(e.what()).find("'w' is a Sparse"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no Meta stand-in"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(w.is_sparse());
+  opts.execution = Execution::MetaOrReal;
+  Traced t = trace(fn, {x}, opts);
+  EXPECT_FALSE(t.ran_on_meta);
+  EXPECT_NE(t.meta_fallback.find("no Meta stand-in"), std::string::npos) << t.meta_fallback;
+  opts.execution = Execution::Real;
+  EXPECT_EQ(str(*t.graph), str(*trace(fn, {x}, opts).graph));
+  EXPECT_TRUE(mode_clean());
 }
 
 }  // namespace

@@ -5,10 +5,14 @@
   results as the Python-written file they came from.
 * ``fxcpp.aten.from_torchscript``: TorchScript modules (torch.jit.trace of
   torchvision models) captured in C++; the GraphModule and the C++ runtime
-  give TorchScript's results.
+  give TorchScript's results; the recorded op sequence is the tracer's
+  (Note [Capture by dispatcher mode], Same ops as the tracer); Meta
+  execution gives the real capture's graph or falls back.
 """
+import functools
 import io
 import json
+import operator
 import os
 import zipfile
 
@@ -114,6 +118,184 @@ def test_from_torchscript_torchvision(name, tmp_path):
     aten.save(gm, again)
     with torch.no_grad():
         torch.testing.assert_close(aten.load(again)(x), want, rtol=1e-4, atol=1e-4)
+
+
+# ---- the same op sequence as torch.jit.trace ---------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _traced(name):
+    """(model, x, torch.jit.trace(model, x)): the tracer run on x."""
+    make, shape = MODELS[name]
+    torch.manual_seed(0)
+    model = make().eval()
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        script = torch.jit.trace(model, x)
+    return model, x, script
+
+
+def _qualified(schema):
+    return schema.name + ('.' + schema.overload_name if schema.overload_name else '')
+
+
+# TorchScript interpreter operators that are not c10 dispatcher operators
+# (found by the dispatcher lookup below; registered in
+# torch/csrc/jit/runtime/register_prim_ops.cpp), with the dispatcher calls
+# their LibTorch 1.13 kernels make, which the capture records in their place.
+# An interpreter operator not listed here fails the test.
+_INTERPRETER_OPS = {
+    'aten::Int.Tensor': ['aten::item'],  # a.item<int64_t>()
+    'prim::NumToTensor.Scalar': [],      # at::scalar_to_tensor: no dispatcher call for a CPU scalar
+}
+
+
+def _tracer_ops(graph):
+    """The tracer's recording as the dispatcher calls TorchScript's interpreter
+    makes when it runs it (Note [Capture by dispatcher mode], Same ops as the
+    tracer): a node whose operator (name and overload, from its schema) the
+    c10 dispatcher has is one call; a node without a schema (prim::Constant,
+    prim::GetAttr, prim::ListConstruct) is an interpreter instruction, no
+    call; an interpreter operator contributes its kernel's calls."""
+    ops = []
+    for node in graph.nodes():
+        assert not list(node.blocks()), 'a trace has no control flow'
+        schema = node.schema()
+        if schema == '(no schema)':
+            continue
+        op = _qualified(torch._C.parse_schema(schema))
+        if torch._C._dispatch_has_kernel(op):
+            ops.append(op)
+        else:
+            assert op in _INTERPRETER_OPS, f'{op}: neither a dispatcher operator nor a known interpreter operator'
+            ops.extend(_INTERPRETER_OPS[op])
+    return ops
+
+
+def _captured_ops(gm):
+    """The recorded calls of a capture made with dead_code_elimination=False."""
+    ops = []
+    for n in gm.graph.nodes:
+        if n.op != 'call_function':
+            continue
+        if n.target is operator.getitem:  # an element of a call's tuple result
+            continue
+        assert isinstance(n.target, torch._ops.OpOverload), n.target
+        ops.append(_qualified(n.target._schema))
+    return ops
+
+
+# Dispatcher calls per model at the MODELS input sizes.
+_SEQUENCE_LENGTHS = {'resnet18': 69, 'mobilenet_v3_small': 157, 'vit': 43}
+
+
+@pytest.mark.parametrize('name', sorted(MODELS))
+def test_same_ops_as_jit_tracer(name):
+    """The capture of the traced module records, in order and by overload,
+    what the tracer recorded on the same input, less the interpreter's own
+    instructions (which the capture bakes in)."""
+    model, x, script = _traced(name)
+    want = _tracer_ops(script.inlined_graph)
+    got = _captured_ops(aten.from_torchscript(script, x, dead_code_elimination=False))
+    assert got == want
+    assert len(got) == _SEQUENCE_LENGTHS[name]
+    # With dead code elimination, what remains is a subsequence: the ops
+    # whose results only fed baked-in values (vit's size arithmetic) go.
+    kept = _captured_ops(aten.from_torchscript(script, x))
+    it = iter(got)
+    assert all(op in it for op in kept)
+    if name != 'vit':
+        assert kept == got
+
+
+def test_interpreter_operators_are_not_dispatcher_operators():
+    """The alignment rule's exceptions are what the dispatcher says they are."""
+    for op in _INTERPRETER_OPS:
+        assert not torch._C._dispatch_has_kernel(op), op
+    for op in ('aten::_convolution', 'aten::size.int', 'aten::item', 'aten::floor_divide', 'aten::linear'):
+        assert torch._C._dispatch_has_kernel(op), op
+    _, _, script = _traced('vit')
+    kinds = {node.kind() for node in script.inlined_graph.nodes()}
+    assert {'aten::Int', 'prim::NumToTensor', 'aten::size'} <= kinds
+
+
+# ---- Meta execution ---------------------------------------------------------------------
+
+def _capture_info(script, x, tmp_path, execution):
+    buf = io.BytesIO()
+    torch.jit.save(script, buf)
+    path = tmp_path / f'{execution}.fxpt'
+    info = _C_torch.from_torchscript(buf.getvalue(), (x,), str(path), execution=execution)
+    return info, aten.load(path)
+
+
+class _NoConv(torch.nn.Module):
+    """Operators whose Meta kernels this process has: structured C++ ones
+    (linear, softmax) and the Python ones torch registers at import
+    (relu, native_batch_norm under layer_norm and batch_norm, hardswish)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 32)
+        self.ln = torch.nn.LayerNorm(32)
+        self.bn = torch.nn.BatchNorm1d(5)
+        self.b = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        h = self.bn(self.ln(torch.relu(self.a(x))))
+        return torch.nn.functional.hardswish(self.b(h)).softmax(-1)
+
+
+def test_from_torchscript_meta_gives_the_real_graph(tmp_path):
+    torch.manual_seed(0)
+    model = _NoConv().eval()
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        script = torch.jit.trace(model, x)
+    real_info, real = _capture_info(script, x, tmp_path, 'real')
+    assert not real_info['ran_on_meta']
+    for execution in ('meta', 'meta_or_real'):
+        info, gm = _capture_info(script, x, tmp_path, execution)
+        assert info == dict(real_info, ran_on_meta=True)
+        assert str(gm.graph) == str(real.graph)
+        assert gm.code == real.code
+        assert [n.meta.get('tensor_meta') for n in gm.graph.nodes if n.op == 'placeholder'] == \
+            [n.meta.get('tensor_meta') for n in real.graph.nodes if n.op == 'placeholder']
+        for k, v in real.state_dict().items():  # the real tensors, not Meta ones
+            assert torch.equal(gm.state_dict()[k], v), k
+    gm = aten.from_torchscript(script, x, execution='meta')
+    x2 = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x2), model(x2))
+
+
+@pytest.mark.parametrize('name', sorted(MODELS))
+def test_from_torchscript_meta_falls_back_on_convolution(name, tmp_path):
+    """A traced module calls aten::_convolution, which has no Meta kernel in
+    1.13 (neither C++ nor Python: it reaches convolution_overrideable)."""
+    model, x, script = _traced(name)
+    real = aten.from_torchscript(script, x)
+    info, gm = _capture_info(script, x, tmp_path, 'meta_or_real')
+    assert not info['ran_on_meta']
+    assert info['meta_fallback'].startswith('aten::_convolution failed on Meta tensors: convolution_overrideable')
+    assert str(gm.graph) == str(real.graph)
+    with pytest.raises(RuntimeError, match='aten::_convolution failed on Meta tensors'):
+        aten.from_torchscript(script, x, execution='meta')
+
+
+def test_from_torchscript_meta_data_dependent(tmp_path):
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.nonzero(x > 0).float().sum() + x
+
+    x = torch.randn(3, 4)
+    script = torch.jit.script(M())
+    info, gm = _capture_info(script, x, tmp_path, 'meta_or_real')
+    assert not info['ran_on_meta'] and 'aten::nonzero failed on Meta tensors' in info['meta_fallback']
+    assert gm.code == aten.from_torchscript(script, x).code
+    with pytest.raises(RuntimeError, match='aten::nonzero failed on Meta tensors'):
+        aten.from_torchscript(script, x, execution='meta')
+    with pytest.raises(ValueError, match='execution'):
+        aten.from_torchscript(script, x, execution='fake')
 
 
 def test_from_torchscript_file_and_bytes(tmp_path):

@@ -9,6 +9,10 @@
 //   torch::nn::Sequential net(...);              // any torch::nn module holder
 //   auto traced = fxcpp::torch::trace(net, {x}); // parameters become get_attr nodes
 //
+//   fxcpp::torch::TraceOptions opts;             // no compute: on Meta tensors,
+//   opts.execution = fxcpp::torch::Execution::MetaOrReal;  // real ones if that fails
+//   auto cheap = fxcpp::torch::trace(net, {x}, opts);
+//
 // Note [Capture by dispatcher mode]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // trace() runs the callable once on the example inputs with a dispatcher
@@ -46,6 +50,60 @@
 //   CaptureError naming the operator. All dispatcher state is kept in RAII
 //   guards, so after an exception the next capture and ordinary calls behave
 //   normally. Operators called on other threads are not recorded.
+// * Meta execution (TraceOptions::execution). The callable runs on Meta
+//   tensors, which have sizes, strides and dtypes but no data: the example
+//   inputs are replaced by new Meta tensors of their sizes, strides and
+//   dtypes, and options.named_tensors (a module's parameters and buffers,
+//   which the callable reaches through the module) are turned into Meta
+//   tensors in place, the same TensorImpl with a Meta storage, so they keep
+//   their identity and get_attr names; a snapshot of each is put back when
+//   the run ends, however it ends (storage, sizes, strides, dtype, device,
+//   version counter, cached AccumulateGrad; values are never written, so
+//   in-place updates of buffers and inputs do not happen). Structured
+//   kernels share one meta function between Meta and CPU, so sizes and
+//   strides, and with them the path C++ code takes, are the real run's; a
+//   Device argument `meta` (from a stand-in's options()) is recorded as the
+//   device the tensors are on. Placeholder tensor_meta describes the real
+//   inputs. So the graph is the real capture's, with no compute. When an
+//   operator fails on Meta tensors (no Meta kernel: NotImplementedError, or
+//   a kernel that refuses, as convolution does by reaching
+//   convolution_overrideable), the Meta run is void, even if the callable
+//   catches the error: Execution::Meta throws CaptureError naming the
+//   top-level operator and the error, Execution::MetaOrReal discards it and
+//   captures again on the real tensors (Traced::meta_fallback says why).
+//   The fallback is the whole run, not the failing operator: once one
+//   operator's result is missing, later ones cannot be computed from Meta
+//   values, and the operators without Meta kernels include the
+//   data-dependent ones (nonzero, item, equal) whose results the C++ code
+//   branches on, so running just that operator for real would need real
+//   inputs the Meta run never had. What LibTorch 1.13 has: structured
+//   kernels (add, mul, mm, addmm, bmm, mean, softmax, log_softmax, gelu,
+//   tanh, sigmoid, hardsigmoid, max_pool2d_with_indices, clamp_min, relu_,
+//   hardswish_, view ops, cat) have C++ Meta kernels; convolution,
+//   _convolution, native_batch_norm (so batch_norm and layer_norm), relu,
+//   hardswish, _adaptive_avg_pool2d (adaptive_avg_pool2d to more than 1x1),
+//   floor_divide, _native_multi_head_attention and the data-dependent ones
+//   do not. In a Python process torch registers Python Meta kernels for
+//   convolution, native_batch_norm, relu, hardswish and more when it is
+//   imported (torch/_meta_registrations.py), which then count too; not for
+//   _convolution, which torch.jit.trace records for every convolution. The
+//   callable must not read tensor memory itself (data_ptr, accessor): on
+//   Meta there is none. While a Meta capture runs, other threads see the
+//   named tensors as Meta tensors.
+// * Same ops as the tracer. from_torchscript of a torch.jit.trace'd module
+//   records what the tracer recorded on the same input, in order and by
+//   overload, with one rule to align them (tests/python/test_aten_capture.py,
+//   test_same_ops_as_jit_tracer): a tracer node whose operator (name and
+//   overload from its schema) is a c10 dispatcher operator is one recorded
+//   call; a node without a schema (prim::Constant, prim::GetAttr,
+//   prim::ListConstruct) is an interpreter instruction and records nothing;
+//   an interpreter operator that the dispatcher does not have
+//   (aten::Int.Tensor, prim::NumToTensor.Scalar) records what its kernel
+//   calls through the dispatcher (Int: aten::item; NumToTensor: nothing).
+//   With dead code elimination, the calls whose results only fed baked-in
+//   values (vit's size arithmetic) go. For C++ code traced by
+//   torch::jit::tracer the rule is the same plus one renaming: the tracer
+//   records aten::conv2d as the aten::_convolution it calls.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -74,6 +132,28 @@ struct CaptureError : Error {
   using Error::Error;
 };
 
+/// Where trace() runs the callable (Note [Capture by dispatcher mode],
+/// Meta execution).
+enum class Execution {
+  /// On the example inputs and the module's tensors themselves: every kernel
+  /// computes, and in-place operators write to them.
+  Real,
+  /// On Meta tensors (sizes, strides and dtypes, no data): the example
+  /// inputs are replaced by Meta tensors of their sizes, strides and dtypes,
+  /// and options.named_tensors (a module's parameters and buffers) are turned
+  /// into Meta tensors in place for the run and restored afterwards, even
+  /// when it throws. No kernel computes, so capturing a large model costs no
+  /// compute and writes nothing. An operator that fails on Meta tensors (no
+  /// Meta kernel, as for nonzero or the item() behind data-dependent code)
+  /// makes trace() throw CaptureError naming it.
+  Meta,
+  /// Meta, and when the Meta run fails in any way (an operator without a
+  /// Meta kernel, an exception of the callable, tensors that cannot be Meta),
+  /// the whole capture again on the real tensors: the callable runs twice.
+  /// Traced::meta_fallback says why.
+  MetaOrReal,
+};
+
 /// How trace() captures.
 struct TraceOptions {
   /// Placeholder names, one per example input; empty: "x", "x_1", ...
@@ -85,6 +165,8 @@ struct TraceOptions {
   /// Remove nodes whose values are never used (pure ops only; see
   /// Note [Capture by dispatcher mode], Mutation).
   bool dead_code_elimination = true;
+  /// Real tensors (the default) or Meta tensors; see Execution.
+  Execution execution = Execution::Real;
 };
 
 /// What trace() captured: a graph plus the tensors it reads.
@@ -99,6 +181,11 @@ struct Traced {
   size_t data_dependent = 0;
   /// The recorded operator calls, in order (before dead code elimination).
   size_t recorded_ops = 0;
+  /// Whether the graph was recorded on Meta tensors (TraceOptions::execution).
+  bool ran_on_meta = false;
+  /// Execution::MetaOrReal only: why the capture ran on the real tensors
+  /// after all (the failing operator and its error); empty when it did not.
+  std::string meta_fallback;
 
   /// Compiles the graph with the runtime (consumes this Traced).
   Module module(ModuleOptions options = {}) && { return Module(std::move(graph), std::move(tensors), options); }
@@ -215,8 +302,10 @@ Traced trace(M& module, const TraceFn& fn, const std::vector<at::Tensor>& exampl
 /// options.input_names says otherwise or they are not identifiers).
 /// Runs with autograd off and the graph executor's optimizations off
 /// (GraphOptimizerEnabledGuard), so no fusion group hides the operators.
-/// The module's training flag is used as it is. Throws CaptureError as
-/// trace() does; exceptions of the interpreter propagate.
+/// The module's training flag is used as it is. With options.execution
+/// Meta or MetaOrReal, the parameters and buffers are Meta tensors for the
+/// run, as a torch::nn module's are. Throws CaptureError as trace() does;
+/// exceptions of the interpreter propagate.
 Traced from_torchscript(::torch::jit::Module& module, const std::vector<at::Tensor>& example_inputs,
                         TraceOptions options = {});
 /// The same for a module saved with torch.jit.save, read with torch::jit::load

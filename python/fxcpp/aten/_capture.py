@@ -18,7 +18,8 @@ from ._format import load
 __all__ = ['from_torchscript']
 
 
-def from_torchscript(module, *example_inputs, path=None, runtime: str = 'python'):
+def from_torchscript(module, *example_inputs, path=None, runtime: str = 'python',
+                     dead_code_elimination: bool = True, execution: str = 'real'):
     """Captures a TorchScript module's forward as an fxcpp GraphModule.
 
     ``module`` is a ``torch.jit.ScriptModule`` (from ``torch.jit.trace`` or
@@ -43,9 +44,22 @@ def from_torchscript(module, *example_inputs, path=None, runtime: str = 'python'
     wrote there. ``runtime='cpp'`` returns the file loaded into the C++
     runtime (``CppModule``) instead. Loading a ``.pt`` file runs TorchScript
     code: pass only files you trust.
+
+    ``dead_code_elimination=False`` keeps every recorded operator call, used
+    or not (the order they ran in). ``execution`` is where forward runs:
+    ``'real'`` (the example inputs), ``'meta'`` (Meta tensors of their sizes
+    and dtypes, with the module's parameters and buffers turned into Meta
+    tensors for the run: nothing is computed; an operator without a Meta
+    kernel raises RuntimeError naming it) or ``'meta_or_real'`` (Meta, and the
+    whole capture again on the real tensors when that fails). In a Python
+    process the Meta kernels torch registers from Python
+    (``torch._meta_registrations``: convolution, batch norm, relu, ...) count.
     """
     if runtime not in ('python', 'cpp'):
         raise ValueError(f"fxcpp.aten.from_torchscript: runtime must be 'python' or 'cpp', not {runtime!r}")
+    if execution not in ('real', 'meta', 'meta_or_real'):
+        raise ValueError(f"fxcpp.aten.from_torchscript: execution must be 'real', 'meta' or 'meta_or_real', "
+                         f"not {execution!r}")
     if isinstance(module, torch.jit.ScriptModule):
         buf = io.BytesIO()
         torch.jit.save(module, buf)
@@ -59,13 +73,14 @@ def from_torchscript(module, *example_inputs, path=None, runtime: str = 'python'
         if not isinstance(x, torch.Tensor):
             raise TypeError(f'fxcpp.aten.from_torchscript: example inputs must be tensors, got {type(x).__name__}')
     inputs = tuple(x.detach() for x in example_inputs)
+    options = dict(dead_code_elimination=bool(dead_code_elimination), execution=execution)
     if path is not None:
-        _C_torch.from_torchscript(source, inputs, os.fspath(path))
+        _C_torch.from_torchscript(source, inputs, os.fspath(path), **options)
         return load(path, runtime=runtime)
     fd, tmp = tempfile.mkstemp(suffix='.fxpt')
     os.close(fd)
     try:
-        _C_torch.from_torchscript(source, inputs, tmp)
+        _C_torch.from_torchscript(source, inputs, tmp, **options)
         return load(tmp, runtime=runtime)
     finally:
         os.remove(tmp)

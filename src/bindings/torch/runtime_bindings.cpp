@@ -184,13 +184,30 @@ void without_gil(F&& fn) {
   PyEval_RestoreThread(ts);
 }
 
-// from_torchscript(source: str | bytes, inputs: tuple[Tensor, ...], out_path) -> None:
+// from_torchscript(source: str | bytes, inputs: tuple[Tensor, ...], out_path,
+//                  dead_code_elimination=True, execution='real') -> dict:
 // captures a TorchScript module (a .pt path or its bytes) on `inputs` and
 // writes the graph as a .fxpt file (fxcpp::torch::from_torchscript, save).
-PyObject* from_torchscript(PyObject*, PyObject* args) {
+// execution: 'real', 'meta' or 'meta_or_real' (TraceOptions::execution).
+// Returns {'recorded_ops': int, 'ran_on_meta': bool, 'meta_fallback': str}.
+PyObject* from_torchscript(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* names[] = {"source", "inputs", "out_path", "dead_code_elimination", "execution", nullptr};
   PyObject *source, *inputs, *out;
-  if (!PyArg_ParseTuple(args, "OOO", &source, &inputs, &out)) throw PythonError();
+  int dce = 1;
+  const char* execution = "real";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|ps:from_torchscript", const_cast<char**>(names), &source,
+                                   &inputs, &out, &dce, &execution))
+    throw PythonError();
   if (!PyTuple_Check(inputs)) throw torch::InputError("fxcpp: from_torchscript takes a tuple of example inputs");
+  torch::TraceOptions options;
+  options.dead_code_elimination = dce != 0;
+  const std::string ex(execution);
+  if (ex == "real") options.execution = torch::Execution::Real;
+  else if (ex == "meta") options.execution = torch::Execution::Meta;
+  else if (ex == "meta_or_real") options.execution = torch::Execution::MetaOrReal;
+  else
+    throw torch::InputError("fxcpp: from_torchscript's execution must be 'real', 'meta' or 'meta_or_real', not '" +
+                            ex + "'");
   std::vector<at::Tensor> example;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(inputs); ++i) {
     PyObject* t = PyTuple_GET_ITEM(inputs, i);
@@ -199,21 +216,29 @@ PyObject* from_torchscript(PyObject*, PyObject* args) {
   }
   Ref out_fs = owned(PyOS_FSPath(out));
   std::string out_path(utf8(out_fs.get(), "out_path"));
+  torch::Traced t;
   if (PyBytes_Check(source)) {
     std::string bytes(PyBytes_AS_STRING(source), static_cast<size_t>(PyBytes_GET_SIZE(source)));
     without_gil([&] {
-      torch::Traced t = torch::from_torchscript_buffer(bytes.data(), bytes.size(), example);
+      t = torch::from_torchscript_buffer(bytes.data(), bytes.size(), example, options);
       torch::save(*t.graph, t.tensors, out_path);
     });
   } else {
     Ref fs = owned(PyOS_FSPath(source));
     std::string path(utf8(fs.get(), "source"));
     without_gil([&] {
-      torch::Traced t = torch::from_torchscript(path, example);
+      t = torch::from_torchscript(path, example, options);
       torch::save(*t.graph, t.tensors, out_path);
     });
   }
-  Py_RETURN_NONE;
+  Ref d = owned(PyDict_New());
+  Ref n = owned(PyLong_FromSize_t(t.recorded_ops));
+  check(PyDict_SetItemString(d.get(), "recorded_ops", n.get()));
+  check(PyDict_SetItemString(d.get(), "ran_on_meta", t.ran_on_meta ? Py_True : Py_False));
+  Ref why = owned(PyUnicode_DecodeUTF8(t.meta_fallback.data(), static_cast<Py_ssize_t>(t.meta_fallback.size()),
+                                       "replace"));
+  check(PyDict_SetItemString(d.get(), "meta_fallback", why.get()));
+  return d.release();
 }
 
 // Runtime.save(path): writes the loaded graph and tensors with the C++ writer.
@@ -307,9 +332,10 @@ PyMethodDef module_methods[] = {
               "load(path, plan_memory=True) -> Runtime: reads a .fxpt file into the C++ runtime."),
     def<load_bytes>("load_bytes", METH_O, "load_bytes(data) -> Runtime: the same from the file's bytes."),
     def<graph_json>("graph_json", METH_O, "graph_json(path) -> str: the file's graph record."),
-    def<from_torchscript>("from_torchscript", METH_VARARGS,
-                          "from_torchscript(source, inputs, out_path): captures a TorchScript module (path or bytes) "
-                          "on the example inputs and saves the graph to out_path."),
+    def<from_torchscript>("from_torchscript", METH_VARARGS | METH_KEYWORDS,
+                          "from_torchscript(source, inputs, out_path, dead_code_elimination=True, execution='real') "
+                          "-> dict: captures a TorchScript module (path or bytes) on the example inputs and saves "
+                          "the graph to out_path."),
     kEndOfMethods};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fxcpp._C_torch", "fxcpp's LibTorch runtime bindings.", -1,
