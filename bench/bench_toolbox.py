@@ -11,6 +11,21 @@ Cases (size = nodes of the input graph; times are per input node, best of N):
   split_module_wide    independent 10-node blocks on two inputs, 10 partitions in runs
   const_fold           half the nodes a get_attr-fed constant chain, half a live chain
   fuse_conv_bn         nn.Sequential of Conv2d(1, 1, 1) + BatchNorm2d(1) pairs (eval)
+  partition_propose_chain / partition_fuse_chain
+                       CapabilityBasedPartitioner on the split_module_chain graph, every 100th op
+                       unsupported (n/100 partitions): propose_partitions (construction included:
+                       torch.fx builds its ancestor sets there), then fuse_partitions
+  partition_propose_wide / partition_fuse_wide
+                       the same on the split_module_wide graph with relu unsupported (two
+                       partitions per 10-node block)
+
+partition_*: fxcpp.passes.infra.partitioner's CapabilityBasedPartitioner (proposal in the C++ core,
+``fuse_by_partitions`` building fxcpp GraphModules, its cycle check in C++) against torch.fx's on the
+torch.fx conversion; both sides' proposals are checked equal. Each fuse run gets a freshly built
+module and the proposed partitions (untimed). torch.fx's proposal is quadratic in time and memory on a
+chain (ancestor sets: about 3 GB at 1e4), and both sides' fuse is quadratic on the wide graph (each
+fused block's output is rewritten in the output tuple), so torch.fx's runs predicted to take over a
+minute (the chain at 1e5, fuse at 1e5) are skipped.
 
 fxcpp side: ``fxcpp.passes.split_module.split_module`` (or, where absent, torch.fx's
 ``split_module`` on the fxcpp module plus ``fxcpp.from_torch_fx``);
@@ -51,11 +66,15 @@ import torch  # noqa: E402
 import torch.fx as tfx  # noqa: E402
 from torch.fx.experimental.optimization import fuse as torch_fuse  # noqa: E402
 from torch.fx.experimental import const_fold as torch_const_fold  # noqa: E402
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner as TorchPartitioner  # noqa: E402
+from torch.fx.passes.infra.partitioner import Partition  # noqa: E402
+from torch.fx.passes.operator_support import create_op_support  # noqa: E402
 from torch.fx.passes.split_module import split_module as torch_split_module  # noqa: E402
 
 import fxcpp as fx  # noqa: E402
 from fxcpp.experimental import const_fold as fx_const_fold  # noqa: E402
 from fxcpp.experimental.optimization import fuse as fx_fuse  # noqa: E402
+from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner as FxPartitioner  # noqa: E402
 
 try:
     from fxcpp.passes.split_module import split_module as fx_split_module  # noqa: E402
@@ -226,14 +245,84 @@ def bench_fuse(sizes, repeat, budget_s):
         report('fuse_conv_bn', n, ours / nodes * 1e6, ref / nodes * 1e6, f'(best of {reps})')
 
 
+def _partition_support(gm, kind):
+    """Supported: every call_function but every 100th op (chain) / the relu nodes (wide), by name."""
+    ops = [n for n in gm.graph.nodes if n.op == 'call_function']
+    if kind == 'chain':
+        off = {n.name for i, n in enumerate(ops) if i % 100 == 99}
+    else:
+        off = {n.name for n in ops if n.target is torch.relu}
+    return lambda: create_op_support(lambda mods, n: n.op == 'call_function' and n.name not in off)
+
+
+def _named_partitions(gm, groups):
+    by_name = {n.name: n for n in gm.graph.nodes}
+    return [Partition(id=pid, nodes=[by_name[n] for n in names]) for pid, names in groups]
+
+
+def bench_partition(sizes, repeat, quick):
+    """propose_partitions and fuse_partitions of CapabilityBasedPartitioner, fxcpp vs torch.fx. A
+    torch.fx stage is skipped when predicted (quadratically from the previous size) to take over
+    REF_LIMIT_S; at 1e4 and above it runs once (quick) or twice."""
+    for kind, build in (('chain', chain_gm), ('wide', wide_gm)):
+        prev = {}  # stage -> (size, torch.fx seconds)
+        for n in sizes:
+            gm = build(n)
+            nodes = len(gm.graph.nodes)
+            support = _partition_support(gm, kind)
+            proposed = FxPartitioner(gm, support()).propose_partitions()
+            groups = [(p.id, sorted(x.name for x in p.nodes)) for p in proposed]
+            ours = {'propose': best_of(lambda: build(n), lambda m: FxPartitioner(m, support()).propose_partitions(),
+                                       repeat)}
+
+            def fresh_fx():
+                m = build(n)
+                return m, _named_partitions(m, groups)
+            # fuse at 1e5: ~16 s a run on the wide graph (every fused block's output is rewritten
+            # in the 1e4-element output tuple: quadratic, as in torch.fx)
+            ours['fuse'] = best_of(fresh_fx, lambda a: FxPartitioner(a[0], support()).fuse_partitions(a[1]),
+                                   repeat if n <= 10000 else 2)
+            reps = repeat if n < 10000 else (1 if quick or n > 10000 else 2)
+            ref = {}
+            for stage in ('propose', 'fuse'):
+                p = prev.get(stage)
+                if p and p[1] * (n / p[0]) ** 2 > REF_LIMIT_S:
+                    ref[stage] = float('nan')
+                    continue
+                if stage == 'propose':
+                    theirs = TorchPartitioner(fx.to_torch_fx(gm), support()).propose_partitions()
+                    assert [(q.id, sorted(x.name for x in q.nodes)) for q in theirs] == groups, 'proposals differ'
+                    del theirs
+                    ref[stage] = best_of(lambda: fx.to_torch_fx(build(n)),
+                                         lambda m: TorchPartitioner(m, support()).propose_partitions(), reps)
+                else:
+                    def fresh_torch():
+                        m = fx.to_torch_fx(build(n))
+                        return m, _named_partitions(m, groups)
+                    ref[stage] = best_of(fresh_torch, lambda a: TorchPartitioner.fuse_partitions(
+                        _bare_torch_partitioner(a[0], support()), a[1]), reps)
+                prev[stage] = (n, ref[stage])
+            for stage in ('propose', 'fuse'):
+                r = ref[stage]
+                report(f'partition_{stage}_{kind}', n, ours[stage] / nodes * 1e6, r / nodes * 1e6 if r == r else r,
+                       f'({len(groups)} partitions)')
+
+
+def _bare_torch_partitioner(gm, support):
+    """A torch.fx partitioner for fuse_partitions only (its constructor would build the ancestor sets)."""
+    p = TorchPartitioner.__new__(TorchPartitioner)
+    p.graph_module, p.operator_support, p.allows_single_node_partition = gm, support, False
+    return p
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--quick', action='store_true', help='1e3 / 1e4, few repeats')
     ap.add_argument('--full', action='store_true', help='1e3 / 1e4 / 1e5 (the default)')
-    ap.add_argument('--only', action='append', choices=['split_module', 'const_fold', 'fuse'],
+    ap.add_argument('--only', action='append', choices=['split_module', 'const_fold', 'fuse', 'partition'],
                     help='run only these cases (repeatable)')
     args = ap.parse_args()
-    only = set(args.only or ['split_module', 'const_fold', 'fuse'])
+    only = set(args.only or ['split_module', 'const_fold', 'fuse', 'partition'])
     torch.set_num_threads(1)
     repeat = 3 if args.quick else 5
     sizes = [1000, 10000] if args.quick else [1000, 10000, 100000]
@@ -246,6 +335,8 @@ def main():
         bench_const_fold(sizes, repeat)
     if 'fuse' in only:
         bench_fuse(sizes, repeat, 6.0 if args.quick else REF_LIMIT_S)
+    if 'partition' in only:
+        bench_partition(sizes, repeat, args.quick)
 
 
 if __name__ == '__main__':

@@ -28,7 +28,7 @@ SUITE_TITLES = OrderedDict([
     ("core_cpp", "C++ core alone (build/fxcpp_core_bench, Google Benchmark)"),
     ("runtime", "LibTorch runtime against ATen, TorchScript, Static Runtime, torch.fx and eager "
                 "(bench/bench_runtime.py)"),
-    ("toolbox", "torch.fx toolbox: split_module, const_fold, fuse (bench/bench_toolbox.py)"),
+    ("toolbox", "torch.fx toolbox: split_module, const_fold, fuse, partitioner (bench/bench_toolbox.py)"),
 ])
 
 # The targets. kind: "speedup" (torch.fx / fxcpp >= bound),

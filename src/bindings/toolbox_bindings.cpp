@@ -1,6 +1,8 @@
-// Bindings for the torch.fx toolbox passes (issue 13): split_module's graph work.
+// Bindings for the torch.fx toolbox passes (issue 13): split_module's graph work,
+// the capability-based partitioner's proposal and fuser_utils' cycle check.
 #include "bindings.h"
 
+#include "fxcpp/passes/partition.h"
 #include "fxcpp/passes/split_module.h"
 
 namespace fxcpp::py {
@@ -76,12 +78,93 @@ PyObject* split_module_py(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return PyTuple_Pack(3, order.get(), calls.get(), attrs.get());
 }
 
+/// The bytes of a bytes or bytearray object, valid while `o` lives and is not resized.
+std::string_view byte_view(PyObject* o, const char* what) {
+  if (PyBytes_Check(o)) return {PyBytes_AS_STRING(o), static_cast<size_t>(PyBytes_GET_SIZE(o))};
+  if (PyByteArray_Check(o)) return {PyByteArray_AS_STRING(o), static_cast<size_t>(PyByteArray_GET_SIZE(o))};
+  PyErr_Format(PyExc_TypeError, "%s must be bytes or bytearray, not %.200s", what, Py_TYPE(o)->tp_name);
+  throw PythonError();
+}
+
+// _propose_partitions(graph, supported, kinds, allows_single_node_partition) -> (partitions, unnamed)
+// supported, kinds: bytes (or bytearray), one per node in graph order: is_node_supported
+// (0/1) and, for call_function nodes, the PartitionOpKind of the target (0 compute,
+// 1 torch.ops.aten.view, 2 _operator.getitem, 3 no qualified name). partitions:
+// [(id, [nodes in graph order])] in torch.fx's order (fxcpp::propose_partitions);
+// unnamed: None, or the node whose target's qualified name torch.fx would have looked
+// up (kind 3) and failed on, with partitions empty. partitions is None when the graph is
+// not in topological order (ProposePartitionsResult::not_topological).
+PyObject* propose_partitions_py(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 4) {
+    PyErr_SetString(PyExc_TypeError, "_propose_partitions expects 4 arguments");
+    return nullptr;
+  }
+  Graph* g = core_graph_of(args[0]);
+  if (!g) return nullptr;
+  const std::string_view sup = byte_view(args[1], "_propose_partitions: supported");
+  const std::string_view kin = byte_view(args[2], "_propose_partitions: kinds");
+  ProposePartitionsOptions options;
+  options.allows_single_node_partition = check(PyObject_IsTrue(args[3])) != 0;
+  std::vector<uint8_t> supported(sup.begin(), sup.end());
+  std::vector<PartitionOpKind> kinds(kin.size());
+  for (size_t i = 0; i < kin.size(); ++i) {
+    const auto k = static_cast<uint8_t>(kin[i]);
+    if (k > static_cast<uint8_t>(PartitionOpKind::Unnamed)) {
+      PyErr_SetString(PyExc_ValueError, "_propose_partitions: a kind must be 0..3");
+      return nullptr;
+    }
+    kinds[i] = static_cast<PartitionOpKind>(k);
+  }
+
+  ProposePartitionsResult r = propose_partitions(*g, supported, kinds, options);
+  if (r.not_topological) return PyTuple_Pack(2, Py_None, Py_None);
+
+  Ref parts = owned(PyList_New(static_cast<Py_ssize_t>(r.partitions.size())));
+  for (size_t i = 0; i < r.partitions.size(); ++i) {
+    const ProposedPartition& p = r.partitions[i];
+    Ref nodes = owned(PyList_New(static_cast<Py_ssize_t>(p.nodes.size())));
+    for (size_t j = 0; j < p.nodes.size(); ++j)
+      PyList_SET_ITEM(nodes.get(), static_cast<Py_ssize_t>(j), check(wrap_node(p.nodes[j])));
+    Ref id = owned(PyLong_FromUnsignedLong(p.id));
+    PyList_SET_ITEM(parts.get(), static_cast<Py_ssize_t>(i), owned(PyTuple_Pack(2, id.get(), nodes.get())).release());
+  }
+  Ref unnamed = r.unnamed ? Ref::steal(check(wrap_node(const_cast<Node*>(r.unnamed)))) : Ref::borrow(Py_None);
+  return PyTuple_Pack(2, parts.get(), unnamed.get());
+}
+
+// _validate_partition(nodes) -> bool, or None when `nodes` (a list or tuple) are not all
+// live nodes of one fxcpp graph (the caller then runs the Python version).
+// fxcpp::validate_partition: False when fusing them would create a cycle.
+PyObject* validate_partition_py(PyObject*, PyObject* arg) {
+  Ref seq = fast_seq(arg, "_validate_partition: nodes must be a sequence");
+  const Py_ssize_t k = PySequence_Fast_GET_SIZE(seq.get());
+  PyObject** items = PySequence_Fast_ITEMS(seq.get());
+  std::vector<const Node*> nodes;
+  nodes.reserve(static_cast<size_t>(k));
+  for (Py_ssize_t i = 0; i < k; ++i) {
+    if (!is_node(items[i])) Py_RETURN_NONE;
+    const Node* n = reinterpret_cast<PyNode*>(items[i])->node;
+    if (!n || n->erased() || (!nodes.empty() && n->graph() != nodes.front()->graph())) Py_RETURN_NONE;
+    nodes.push_back(n);
+  }
+  return PyBool_FromLong(validate_partition(nodes));
+}
+
 PyMethodDef toolbox_methods[] = {
     def<split_module_py>("_split_module", METH_FASTCALL,
                          "_split_module(graph, partition_ids, submod_names, partition_graphs, top_graph, getitem, "
                          "keep_original_order) -> (construct_order, module_calls, get_attrs)\n"
                          "torch.fx split_module's graph construction in the C++ core "
                          "(fxcpp.passes.split_module)."),
+    def<propose_partitions_py>("_propose_partitions", METH_FASTCALL,
+                               "_propose_partitions(graph, supported, kinds, allows_single_node_partition) -> "
+                               "(partitions, unnamed)\n"
+                               "torch.fx CapabilityBasedPartitioner.propose_partitions in the C++ core "
+                               "(fxcpp.passes.infra.partitioner)."),
+    def<validate_partition_py>("_validate_partition", METH_O,
+                               "_validate_partition(nodes) -> bool or None\n"
+                               "torch.fx fuser_utils.validate_partition in the C++ core "
+                               "(fxcpp.passes.utils.fuser_utils); None: not live nodes of one fxcpp graph."),
     kEndOfMethods};
 
 }  // namespace

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.fx
 import torch.nn.functional as F
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import fxcpp
 from fxcpp.passes.shape_prop import ShapeProp
@@ -591,6 +592,263 @@ def test_validate_partition_deep_graph_without_recursion():
     long_way = g.call_function(operator.add, (chain[0], chain[-1]))  # chain[0] -> ... -> long_way
     assert not validate_partition([chain[0], long_way])
     assert validate_partition([first, chain[0]])
+
+
+# ---- CapabilityBasedPartitioner.propose_partitions in the C++ core ------------------------
+
+def _reference_partitions(gm, supported, allows_single):
+    """A brute-force model of torch.fx 1.13's propose_partitions (full ancestor sets), where a
+    pair of user groups that depend on each other both ways drops the later group (torch.fx's
+    answer there depends on set iteration order; fxcpp's is this one). Returns
+    ([(id, sorted names)], whether such a pair came up)."""
+    from torch.fx.node import _get_qualified_name
+    nodes = list(gm.graph.nodes)
+    anc = {}
+    for node in nodes:
+        anc[node] = set().union(*([{i} | anc[i] for i in node.all_input_nodes] or [set()]))
+
+    def reach(a_nodes, b_nodes):
+        return any(a in anc[b] for a in a_nodes for b in b_nodes)
+    assign, parts, mutual, next_id = {}, {}, False, 0
+    for node in reversed([n for n in nodes if supported(n)]):
+        groups, seen = [], set()
+        for u in node.users:
+            pid = assign.get(u)
+            if pid is None:
+                groups.append((None, {u}))
+            elif pid not in seen:
+                seen.add(pid)
+                groups.append((pid, parts[pid]))
+        keep = [True] * len(groups)
+        for i in range(len(groups)):
+            for j in range(i + 1, len(groups)):
+                fwd, bwd = reach(groups[i][1], groups[j][1]), reach(groups[j][1], groups[i][1])
+                mutual |= fwd and bwd
+                if fwd:
+                    keep[j] = False
+                elif bwd:
+                    keep[i] = False
+        ids = [pid for (pid, _), k in zip(groups, keep) if k and pid is not None]
+        if not ids:
+            ids, parts[next_id], next_id = [next_id], set(), next_id + 1
+        parts[ids[0]].add(node)
+        assign[node] = ids[0]
+        for other in ids[1:]:
+            for m in parts.pop(other):
+                assign[m] = ids[0]
+                parts[ids[0]].add(m)
+
+    def is_getitem(u):
+        return u.op == 'call_function' and _get_qualified_name(u.target) == '_operator.getitem'
+    moves = {}
+    for node in nodes:
+        if all(is_getitem(u) for u in node.users):
+            for u in node.users:
+                if assign.get(u) != assign.get(node):
+                    moves[u] = assign.get(node)
+    for u, pid in moves.items():
+        old = assign.pop(u, None)
+        if old is not None:
+            parts[old].discard(u)
+            if not parts[old]:
+                del parts[old]
+        if pid is not None:
+            assign[u] = pid
+            parts.setdefault(pid, set()).add(u)
+    non_compute = ('torch.ops.aten.view', '_operator.getitem')
+    return [(pid, sorted(m.name for m in members)) for pid, members in parts.items()
+            if allows_single or sum(m.op == 'call_function' and _get_qualified_name(m.target) not in non_compute
+                                    for m in members) > 1], mutual
+
+
+def _by_name_support(names, calls):
+    from torch.fx.passes.operator_support import create_op_support
+
+    def supported(mods, node):
+        calls.append((node.name, sorted(mods)))
+        return node.name in names
+    return create_op_support(supported)
+
+
+def _proposals(partitions):
+    return [(p.id, sorted(n.name for n in p.nodes)) for p in partitions]
+
+
+_PART_OPS = [(operator.add, 2), (operator.mul, 2), (torch.relu, 1), (torch.neg, 1), (torch.cat, -1),
+             (operator.getitem, 0), (torch.ops.aten.view, 0), ('sum', 1)]
+
+
+@st.composite
+def _dags_and_support(draw):
+    g = fxcpp.Graph()
+    values = [g.placeholder(f'p{i}') for i in range(draw(st.integers(1, 3)))]
+    for _ in range(draw(st.integers(1, 30))):
+        # mostly recent values (deep graphs), sometimes any
+        pick = st.one_of(st.integers(max(0, len(values) - 4), len(values) - 1), st.integers(0, len(values) - 1))
+        fn, arity = draw(st.sampled_from(_PART_OPS))
+        if fn == 'sum':
+            node = g.call_method('sum', (values[draw(pick)],))
+        elif arity == 0:  # getitem / view: an int or, sometimes, a node as the second argument
+            second = values[draw(pick)] if draw(st.integers(0, 4)) == 0 else draw(st.integers(0, 2))
+            node = g.call_function(fn, (values[draw(pick)], second))
+        elif arity == -1:
+            node = g.call_function(fn, ([values[draw(pick)] for _ in range(draw(st.integers(1, 3)))],))
+        elif arity == 2 and draw(st.booleans()):
+            node = g.call_function(torch.add, (values[draw(pick)],), {'other': values[draw(pick)]})
+        else:
+            node = g.call_function(fn, tuple(values[draw(pick)] for _ in range(arity)))
+        values.append(node)
+    outs = draw(st.lists(st.integers(0, len(values) - 1), min_size=1, max_size=4))
+    g.output(tuple(values[i] for i in outs))
+    gm = fxcpp.GraphModule(torch.nn.Module(), g)
+    density = draw(st.floats(0, 1))
+    names = [n.name for n in g.nodes]
+    mask = draw(st.lists(st.floats(0, 1), min_size=len(names), max_size=len(names)))
+    return gm, {n for n, r in zip(names, mask) if r < density}, draw(st.booleans())
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_dags_and_support())
+def test_propose_partitions_random_dags_match_torch_fx(case):
+    from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner as TorchPartitioner
+    gm, names, single = case
+    calls_ours, calls_theirs = [], []
+    ours = CapabilityBasedPartitioner(gm, _by_name_support(names, calls_ours), single).propose_partitions()
+    theirs = TorchPartitioner(fxcpp.to_torch_fx(gm), _by_name_support(names, calls_theirs),
+                              single).propose_partitions()
+    assert calls_ours == calls_theirs  # same nodes, same order, same submodules
+    want, mutual = _reference_partitions(gm, lambda n: n.name in names, single)
+    assert _proposals(ours) == want
+    if mutual:  # torch.fx's answer depends on set iteration order here
+        event('mutually dependent user groups')
+    else:
+        event('compared with torch.fx')
+        assert _proposals(theirs) == want
+    for p in ours:
+        assert type(p) is torch.fx.passes.infra.partitioner.Partition and isinstance(p.nodes, set)
+        assert all(type(n) is fxcpp.Node for n in p.nodes) and all(n.graph is gm.graph for n in p.nodes)
+
+
+def test_propose_partitions_mutually_dependent_groups_are_deterministic():
+    # {neg, add} and {tanh, sigmoid} reach each other (neg -> cat -> sigmoid, tanh -> cat_1 -> add):
+    # torch.fx keeps one or the other depending on set iteration order; fxcpp drops the later
+    # group (in relu's users order) every time.
+    from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
+    g = fxcpp.Graph()
+    x = g.placeholder('x')
+    r = g.call_function(torch.relu, (x,))
+    a1 = g.call_function(torch.neg, (r,))
+    b2 = g.call_function(torch.tanh, (r,))
+    c1 = g.call_function(torch.cat, ([a1],))
+    c2 = g.call_function(torch.cat, ([b2],))
+    b1 = g.call_function(torch.sigmoid, (c1, b2))
+    a2 = g.call_function(operator.add, (c2, a1))
+    g.output((a2, b1))
+    gm = fxcpp.GraphModule(torch.nn.Module(), g)
+    names = {'relu', 'neg', 'tanh', 'sigmoid', 'add'}
+    want, mutual = _reference_partitions(gm, lambda n: n.name in names, True)
+    assert mutual and want == [(0, ['add', 'neg', 'relu']), (1, ['sigmoid', 'tanh'])]
+    for _ in range(5):
+        parts = CapabilityBasedPartitioner(gm, _by_name_support(names, []), True).propose_partitions()
+        assert _proposals(parts) == want
+
+
+def test_propose_partitions_errors_and_fallbacks_match_torch_fx():
+    from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner as TorchPartitioner
+
+    def nameless(x):
+        return x
+    nameless.__module__ = None  # torch.fx's _get_qualified_name raises RuntimeError
+
+    # relu's first user is nameless: asked about whatever is supported (getitem check)
+    g = fxcpp.Graph()
+    x = g.placeholder('x')
+    a = g.call_function(torch.relu, (x,))
+    g.output((g.call_function(nameless, (a,)), g.call_function(torch.neg, (a,))))
+    gm = fxcpp.GraphModule(torch.nn.Module(), g)
+    for names, single in [({'relu', 'neg', 'nameless'}, False), ({'relu'}, False), (set(), True)]:
+        with pytest.raises(RuntimeError, match='cannot find module'):
+            TorchPartitioner(gm, _by_name_support(names, []), single).propose_partitions()
+        with pytest.raises(RuntimeError, match='cannot find module'):
+            CapabilityBasedPartitioner(gm, _by_name_support(names, []), single).propose_partitions()
+    # Never asked about: neg is relu's first user, and nameless is in no partition, or in one
+    # with single-node partitions allowed (no counting).
+    g = fxcpp.Graph()
+    x = g.placeholder('x')
+    a = g.call_function(torch.relu, (x,))
+    n = g.call_function(torch.neg, (a,))
+    g.output((n, g.call_function(nameless, (a,))))
+    gm = fxcpp.GraphModule(torch.nn.Module(), g)
+    for names, single in [({'relu', 'neg'}, False), ({'relu', 'neg', 'nameless'}, True)]:
+        expected = _proposals(TorchPartitioner(gm, _by_name_support(names, []), single).propose_partitions())
+        assert expected and _proposals(
+            CapabilityBasedPartitioner(gm, _by_name_support(names, []), single).propose_partitions()) == expected
+
+    # A graph out of topological order: torch.fx's code, with the answers already collected.
+    g = fxcpp.Graph()
+    x = g.placeholder('x')
+    a = g.call_function(torch.neg, (x,))
+    b = g.call_function(torch.relu, (x,))
+    c = g.call_function(torch.tanh, (a,))
+    g.output((c, b))
+    a.replace_input_with(x, b)  # neg uses relu, which comes after it
+    calls_ours, calls_theirs = [], []
+    gm = fxcpp.GraphModule(torch.nn.Module(), g)
+    ours = CapabilityBasedPartitioner(gm, _by_name_support({'neg', 'relu', 'tanh'}, calls_ours)).propose_partitions()
+    theirs = TorchPartitioner(gm, _by_name_support({'neg', 'relu', 'tanh'}, calls_theirs)).propose_partitions()
+    assert calls_ours == calls_theirs and len(calls_ours) == 5
+    assert _proposals(ours) == _proposals(theirs)
+
+
+def test_partitioner_dependency_map_and_torch_fx_modules():
+    from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner as TorchPartitioner
+    from fxcpp.passes import operator_support as os_ours
+    model = Branchy()
+    ours, theirs = _both(model)
+    p = CapabilityBasedPartitioner(ours, _elementwise_support(os_ours))
+    assert isinstance(p, TorchPartitioner)
+    t = TorchPartitioner(theirs, _elementwise_support(os_ours))
+    assert {k.name: sorted(v.name for v in s) for k, s in p.dependency_map.items()} == {
+        k.name: sorted(v.name for v in s) for k, s in t.dependency_map.items()}
+    # A torch.fx module handed to fxcpp's partitioner: torch.fx's results, torch.fx's fused modules.
+    q = CapabilityBasedPartitioner(theirs, _elementwise_support(os_ours))
+    assert _proposals(q.propose_partitions()) == _proposals(t.propose_partitions())
+
+
+def test_propose_partitions_long_chain_is_linear():
+    # torch.fx's ancestor sets would hold ~5e9 entries here.
+    from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
+    from fxcpp.passes.operator_support import create_op_support
+    g = fxcpp.Graph()
+    cur = g.placeholder('x')
+    for i in range(100000):
+        cur = g.call_function(torch.tanh if i % 1000 == 999 else torch.relu, (cur,))
+    g.output(cur)
+    gm = fxcpp.GraphModule(torch.nn.Module(), g)
+    parts = CapabilityBasedPartitioner(
+        gm, create_op_support(lambda mods, n: n.op == 'call_function' and n.target is torch.relu)).propose_partitions()
+    assert [p.id for p in parts] == list(range(100)) and all(len(p.nodes) == 999 for p in parts)
+
+
+def test_validate_partition_in_core_and_for_torch_fx_nodes():
+    from fxcpp.passes.utils.fuser_utils import validate_partition
+    from torch.fx.passes.utils.fuser_utils import validate_partition as torch_validate
+    model = Branchy()
+    ours, theirs = _both(model)
+    by_name = {n.name: n for n in theirs.graph.nodes}
+    for group in [{'relu', 'add'}, {'add', 'cos'}, {'mul', 'cos', 'add_1'}, {'add', 'add_1'}, {'relu_1', 'sin'},
+                  {'x', 'relu', 'add'}, {'x', 'add'}, set()]:
+        expected = torch_validate([by_name[n] for n in group])
+        assert validate_partition([n for n in ours.graph.nodes if n.name in group]) is expected
+        assert validate_partition(tuple(n for n in ours.graph.nodes if n.name in group)) is expected
+        assert validate_partition({n for n in ours.graph.nodes if n.name in group}) is expected
+        assert validate_partition([by_name[n] for n in group]) is expected  # torch.fx nodes: Python search
+        assert validate_partition(by_name[n] for n in group) is expected
+        assert validate_partition(n for n in ours.graph.nodes if n.name in group) is expected
+
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,29 +1,143 @@
 """fxcpp.passes.infra.partitioner: ``CapabilityBasedPartitioner`` (mirrors
 torch.fx.passes.infra.partitioner 1.13).
 
-``Partition`` is torch.fx's. ``CapabilityBasedPartitioner`` subclasses torch.fx's: proposing
-partitions (dependency map, reverse-topological assignment, getitem re-assignment, single-node
-filtering) is torch.fx's own code and works on fxcpp graphs as it is; ``fuse_partitions`` calls
-fxcpp's ``fuse_by_partitions`` so that the fused submodules (``fused_<i>``) of an fxcpp module
-are fxcpp GraphModules (torch.fx's would insert ``torch.fx.GraphModule``s).
+``Partition`` is torch.fx's class, and ``CapabilityBasedPartitioner`` subclasses torch.fx's, so
+both pass ``isinstance`` checks against torch.fx. ``propose_partitions`` calls
+``operator_support.is_node_supported(dict(named_modules), node)`` once per node in graph order,
+as torch.fx does, and hands the answers to the C++ core (``fxcpp::propose_partitions``,
+``src/passes/partition.cpp``), which proposes the same partitions as torch.fx -- same members,
+same ``id``s, same order, the same getitem re-assignment and single-node filtering -- without
+torch.fx's per-node ancestor sets (quadratic in time and memory: about 3 GB for a 1e4-node
+chain). Each partition's nodes are a ``set`` of fxcpp nodes, as in torch.fx. One exception: when
+two groups of a node's users depend on each other both ways, torch.fx's choice of which to keep
+follows set iteration order (memory addresses: it changes from run to run); fxcpp always drops the
+later group in ``node.users`` order, one of torch.fx's possible answers (Note [Which user groups are
+dropped] in ``src/passes/partition.cpp``).
+``fuse_partitions`` calls fxcpp's ``fuse_by_partitions``, so the fused submodules (``fused_<i>``)
+of an fxcpp module are fxcpp GraphModules.
+
+Differences: the partitioner does not build torch.fx's ``dependency_map`` when it is created;
+reading ``partitioner.dependency_map`` builds it then (torch.fx's value). ``is_node_supported``
+receives a fresh copy of one ``dict(graph_module.named_modules())`` taken when proposing starts
+(torch.fx walks the modules again for every node). A torch.fx GraphModule is partitioned by
+torch.fx's code, and so is a graph that is not in topological order (with the support answers
+already collected, so ``is_node_supported`` is still called once per node).
 
 Like torch.fx's, a ``Partition`` holds a ``set`` of nodes, so the order in which a partition's
 nodes are handed to ``fuse_by_partitions`` (and thus the order of independent nodes in a fused
 submodule) follows set iteration order, in both libraries.
 """
-from typing import List
+import logging
+from collections import defaultdict
+from typing import Dict, List, Set
 
+import torch.fx
+from torch.fx.node import _get_qualified_name
 from torch.fx.passes.infra import partitioner as _torch_partitioner
 from torch.fx.passes.infra.partitioner import Partition, logger  # noqa: F401  (re-exported)
+from torch.fx.passes.operator_support import OperatorSupportBase
 
+from ... import _C
 from ..utils.fuser_utils import fuse_by_partitions
 
 __all__ = ['Partition', 'CapabilityBasedPartitioner']
+
+# fxcpp::PartitionOpKind of a call_function target, by torch.fx's qualified name.
+_COMPUTE, _VIEW, _GETITEM, _UNNAMED = 0, 1, 2, 3
+_KIND_OF_NAME = {'torch.ops.aten.view': _VIEW, '_operator.getitem': _GETITEM}
+
+
+def _target_kind(target, cache) -> int:
+    try:
+        return cache[target]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable target
+        cache = None
+    try:
+        kind = _KIND_OF_NAME.get(_get_qualified_name(target), _COMPUTE)
+    except Exception:  # torch.fx raises when (and only if) it asks: see _propose
+        kind = _UNNAMED
+    if cache is not None:
+        cache[target] = kind
+    return kind
+
+
+class _Replay(OperatorSupportBase):
+    """is_node_supported answers already given, handed back in the same order."""
+
+    def __init__(self, answers) -> None:
+        self._answers = iter(answers)
+
+    def is_node_supported(self, submodules, node) -> bool:
+        return bool(next(self._answers))
 
 
 class CapabilityBasedPartitioner(_torch_partitioner.CapabilityBasedPartitioner):
     """Groups the nodes ``operator_support`` accepts into partitions without cyclic dependencies
     and fuses each into a submodule (see torch.fx's class)."""
+
+    def __init__(self, graph_module, operator_support, allows_single_node_partition: bool = False) -> None:
+        self.graph_module = graph_module
+        self.operator_support = operator_support
+        self.allows_single_node_partition = allows_single_node_partition
+
+    @property
+    def dependency_map(self) -> Dict[torch.fx.Node, Set[torch.fx.Node]]:
+        """torch.fx's map from each node to all its ancestors, built on first use (quadratic)."""
+        dep = self.__dict__.get('_dependency_map')
+        if dep is None:
+            dep = defaultdict(set)
+            for node in self.graph_module.graph.nodes:
+                for input_node in node.all_input_nodes:
+                    dep[node].add(input_node)
+                    dep[node].update(dep[input_node])
+            self.__dict__['_dependency_map'] = dep
+        return dep
+
+    @dependency_map.setter
+    def dependency_map(self, value) -> None:
+        self.__dict__['_dependency_map'] = value
+
+    def propose_partitions(self) -> List[Partition]:
+        gm = self.graph_module
+        if isinstance(gm, torch.fx.GraphModule):
+            return super().propose_partitions()
+        graph = gm.graph
+        logging.debug("Collecting supported nodes...")  # the root logger, as torch.fx
+        modules = dict(gm.named_modules())
+        is_node_supported = self.operator_support.is_node_supported
+        supported = bytearray()
+        kinds = bytearray()
+        cache: dict = {}
+        for node in graph.nodes:
+            supported.append(1 if is_node_supported(modules.copy(), node) else 0)
+            if node.op == 'call_function':
+                target = node.target
+                try:
+                    kinds.append(cache[target])
+                except (KeyError, TypeError):
+                    kinds.append(_target_kind(target, cache))
+            else:
+                kinds.append(0)
+        parts, unnamed = _C._propose_partitions(graph, supported, kinds, bool(self.allows_single_node_partition))
+        if parts is None:  # not in topological order: torch.fx's code, replaying the answers
+            replay = _torch_partitioner.CapabilityBasedPartitioner(
+                gm, _Replay(supported), self.allows_single_node_partition)
+            return replay.propose_partitions()
+        logger.debug("Proposing partitions...")
+        logger.debug("Reassigning getitem nodes to its producer node's partition...")
+        if unnamed is None and not self.allows_single_node_partition:
+            logger.debug("Filtering out single node partitions...")
+        if unnamed is not None:
+            _get_qualified_name(unnamed.target)  # raises torch.fx's error
+            raise RuntimeError(f"no qualified name for the target of {unnamed}")  # pragma: no cover
+        partitions = [Partition(id=pid, nodes=nodes) for pid, nodes in parts]
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("Partitions proposed:")
+            for partition in partitions:
+                logger.debug(f"partition #{partition.id}", [node.name for node in partition.nodes])
+        return partitions
 
     def fuse_partitions(self, partitions: List[Partition]):
         logger.debug("Fusing partitions...")

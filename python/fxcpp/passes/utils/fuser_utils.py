@@ -5,7 +5,9 @@ torch.fx.passes.utils.fuser_utils 1.13).
 walk and edit the caller's graph, which works on fxcpp graphs). ``validate_partition`` is
 fxcpp's, with torch.fx's answer: torch.fx's searches depth-first by recursion, one Python frame
 per node downstream of the partition, so a partition with more than about a thousand nodes
-after it (any fusion in a deep model) raised RecursionError; this one keeps an explicit stack.
+after it (any fusion in a deep model) raised RecursionError; this one searches in the C++ core
+(``fxcpp::validate_partition``, an explicit stack; for nodes of other graphs, the same search in
+Python).
 ``fuse_as_graphmodule`` and ``fuse_by_partitions`` are fxcpp's: torch.fx's build the fused
 subgraph as a ``torch.fx.Graph`` inside a ``torch.fx.GraphModule``, so an fxcpp module would end
 up holding torch.fx submodules. These build fxcpp ones, with torch.fx's node names, order,
@@ -20,6 +22,7 @@ import torch.fx
 from torch.fx.passes.utils import fuser_utils as _torch_fuser_utils
 from torch.fx.passes.utils.fuser_utils import erase_nodes, insert_subgm, topo_sort  # noqa: F401
 
+from ... import _C
 from ...graph import Graph
 from ...node import Node
 from ..tools_common import NodeList, legalize_graph
@@ -32,8 +35,12 @@ __all__ = ['topo_sort', 'validate_partition', 'fuse_as_graphmodule', 'insert_sub
 def validate_partition(partition: NodeList) -> bool:
     """Whether fusing ``partition`` keeps the graph acyclic: False when a node of the partition
     can be reached from a user outside it (that user would have to run both after and before
-    the fused module)."""
-    inside = set(partition)
+    the fused module). Runs in the C++ core (``fxcpp::validate_partition``) for fxcpp nodes."""
+    nodes = partition if isinstance(partition, (list, tuple)) else list(partition)
+    answer = _C._validate_partition(nodes)
+    if answer is not None:
+        return answer
+    inside = set(nodes)
     stack = [user for node in inside for user in node.users if user not in inside]
     seen = set(stack)
     while stack:

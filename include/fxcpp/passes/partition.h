@@ -1,0 +1,95 @@
+// fxcpp pass: capability-based partitioning (torch.fx.passes.infra.partitioner's
+// CapabilityBasedPartitioner.propose_partitions) and the cycle check of
+// torch.fx.passes.utils.fuser_utils.validate_partition.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "fxcpp/core/graph.h"
+
+namespace fxcpp {
+
+/// How torch.fx's partitioner sees a call_function node, by the qualified
+/// name of its target (torch.fx `_get_qualified_name`).
+enum class PartitionOpKind : uint8_t {
+  Compute = 0,  ///< any other target: a compute node
+  View = 1,     ///< "torch.ops.aten.view": not a compute node
+  Getitem = 2,  ///< "_operator.getitem": not a compute node; a tuple element
+  Unnamed = 3,  ///< the target has no qualified name (torch.fx's lookup raises)
+};
+
+/// The kind of a target with this qualified name. "operator.getitem" (the
+/// spelling of C++ stand-ins for Python's operator module) is a getitem too.
+/// O(length).
+PartitionOpKind partition_op_kind(std::string_view qualified_name);
+
+struct ProposePartitionsOptions {
+  /// torch.fx's `allows_single_node_partition`: keep partitions with at most
+  /// one compute node (otherwise they are dropped).
+  bool allows_single_node_partition = false;
+};
+
+/// One proposed partition: torch.fx's `Partition.id` and its nodes.
+struct ProposedPartition {
+  uint32_t id = 0;
+  /// In graph order.
+  std::vector<Node*> nodes;
+};
+
+struct ProposePartitionsResult {
+  /// In torch.fx's order (its `partitions_by_id` dict).
+  std::vector<ProposedPartition> partitions;
+  /// Set (and `partitions` empty) when torch.fx would have asked for the
+  /// qualified name of this node's target, whose kind is Unnamed: the caller
+  /// raises torch.fx's error for it.
+  const Node* unnamed = nullptr;
+  /// Set (and `partitions` empty) when a node uses a node that comes later in
+  /// the graph or belongs to another graph: torch.fx's answer then depends on
+  /// the order it builds its ancestor sets in, which this pass does not model.
+  bool not_topological = false;
+};
+
+/// torch.fx 1.13's CapabilityBasedPartitioner.propose_partitions on `g`
+/// (in topological order, as torch.fx assumes: see `not_topological`), given
+/// `supported`: one flag per node in graph order (operator_support's
+/// is_node_supported), and `kinds`: one PartitionOpKind per node in graph
+/// order (only call_function nodes' entries are read; empty: computed with
+/// partition_op_kind from the targets' qualified_name()).
+///
+/// The same partitions, ids and order as torch.fx (where torch.fx's own
+/// answer does not depend on set iteration order: Note [Which user groups are
+/// dropped] in partition.cpp): supported nodes
+/// are visited in reverse graph order; each joins the partition of its users
+/// that no other user (partition or unassigned node) depends on, merging
+/// several such partitions into the first (new id when there is none); then
+/// getitem users of a node whose users are all getitems move to its
+/// partition, and, unless allowed, partitions with at most one compute node
+/// are dropped. torch.fx decides "depends on" with per-node ancestor sets
+/// (quadratic time and memory); here it is a reachability question between
+/// groups of users, answered by a search from both ends at once bounded by
+/// graph positions (Note [Lockstep search]).
+/// Cost: O(nodes + uses) plus, per node whose users lie in two or more
+/// groups, about two searches per user partition (pair by pair only where
+/// groups depend on each other), each at most twice the smaller of the two
+/// regions it explores (descendants of the sources before the target's last
+/// position, ancestors of the target after the sources' first one).
+/// Memory O(nodes).
+/// Throws std::invalid_argument when `supported` or a non-empty `kinds` has
+/// the wrong size.
+ProposePartitionsResult propose_partitions(const Graph& g, const std::vector<uint8_t>& supported,
+                                           const std::vector<PartitionOpKind>& kinds,
+                                           const ProposePartitionsOptions& options = {});
+
+/// torch.fx fuser_utils.validate_partition: false when a node outside
+/// `partition` is reachable from one of its nodes and reaches one (fusing it
+/// into one node would create a cycle). The nodes must be live nodes of one
+/// graph (std::invalid_argument otherwise); repeats are allowed, the empty
+/// partition is valid. Needs no topological order (fuse_by_partitions calls it
+/// on a graph it has not re-sorted yet).
+/// Cost: linear in the nodes reachable from the partition (stops at the first
+/// cycle found), plus O(node_capacity) bytes of scratch.
+bool validate_partition(const std::vector<const Node*>& partition);
+
+}  // namespace fxcpp

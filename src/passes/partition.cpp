@@ -1,0 +1,470 @@
+#include "fxcpp/passes/partition.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+// Note [Which user groups are dropped]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torch.fx 1.13's propose_partitions visits the supported nodes n in reverse
+// graph order. n's users form a list of groups, in users order: the partition
+// of each assigned user (once per partition) and each unassigned user on its
+// own. For every pair i < j of the list it computes
+// __partition_depends_on(g_i, g_j): the answer of the first pair of nodes
+// (a in g_i, b in g_j), in set iteration order, of which one is an ancestor of
+// the other -- 1 when a is b's ancestor (g_j is dropped), -1 when b is a's
+// (g_i is dropped) -- and it drops groups whether or not the other one of the
+// pair was dropped already. n then joins the first surviving partition, the
+// other surviving partitions merge into it, or n starts a new partition.
+//
+// So "g_i reaches g_j" (some node of g_i is an ancestor of some node of g_j)
+// decides each pair, except when g_i and g_j reach each other. That happens
+// (e.g. a1 -> x -> b1 and b2 -> y -> a2 with x, y unsupported: two partitions
+// {a1, a2}, {b1, b2} can each be convex), and then torch.fx's answer depends
+// on set iteration order, that is on the nodes' memory addresses: it varies
+// from run to run. fxcpp answers such a pair as if the first node pair found
+// had a in g_i (result 1: the later group g_j is dropped), one of torch.fx's
+// possible answers. Hence a partition group g_k is dropped when
+//   * some earlier group reaches it, or
+//   * some later group g_j reaches it and g_k does not reach g_j.
+// The first is one search from the earlier groups together; the second is
+// one search from the later groups together and, only when that finds a path,
+// pair by pair. Unassigned users' own fate does not matter (they never join).
+// Without mutual dependencies (as long as every partition is convex, which
+// holds until the first such pair, so nearly always) each partition group
+// costs at most three searches.
+//
+// Note [Lockstep search]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// reaches(sources, target) looks for a path from a node of the source groups
+// to a node of the target group. Every such path lies between the sources'
+// first position and the target's last, since paths go forward in graph
+// order. It expands one node forward (users of the sources' nodes, up to the
+// target's last position) and then one node backward (inputs of the target's
+// nodes, down to the sources' first position), alternately, and answers yes
+// when the two sides meet (or one steps into the other's group) and no as
+// soon as either side runs out: an exhausted side has seen all that matters at
+// its end. So the work is at most about twice the smaller side: a small group
+// next to a huge partition costs little, whichever of the two is the small
+// one. Seeds (the groups' nodes) are consumed lazily, one per step, so a large
+// partition is never listed up front.
+
+namespace fxcpp {
+
+namespace {
+
+constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+
+class Proposer {
+ public:
+  Proposer(const Graph& g, const std::vector<uint8_t>& supported, const std::vector<PartitionOpKind>& kinds,
+           const ProposePartitionsOptions& options)
+      : g_(g), options_(options) {
+    pos_of_.assign(g.node_capacity(), kNone);
+    for (Node* n : g.nodes()) {
+      pos_of_[n->index()] = static_cast<uint32_t>(order_.size());
+      order_.push_back(n);
+    }
+    const size_t n = order_.size();
+    if (supported.size() != n) throw std::invalid_argument("propose_partitions: one supported flag per node expected");
+    if (!kinds.empty() && kinds.size() != n)
+      throw std::invalid_argument("propose_partitions: one kind per node expected");
+    supported_ = &supported;
+    kinds_.resize(n, PartitionOpKind::Compute);
+    for (size_t p = 0; p < n; ++p) {
+      if (order_[p]->op() != Op::CallFunction) continue;
+      kinds_[p] = kinds.empty() ? partition_op_kind(order_[p]->target().fn().qualified_name()) : kinds[p];
+    }
+    for (size_t p = 0; p < n && topological_; ++p) {
+      const Node* v = order_[p];
+      for (size_t i = 0, k = v->num_inputs(); i < k && topological_; ++i)
+        if (pos(v->input_use(i).value()) >= p) topological_ = false;  // later, or another graph's
+      for (Node* u : v->users())
+        if (pos(u) == kNone) topological_ = false;
+    }
+    cell_of_.assign(n, kNone);
+    next_.assign(n, kNone);
+    fmark_.assign(n, 0);
+    bmark_.assign(n, 0);
+    node_group_stamp_.assign(n, 0);
+    node_group_idx_.assign(n, 0);
+  }
+
+  ProposePartitionsResult run() {
+    ProposePartitionsResult r;
+    if (!topological_) {
+      r.not_topological = true;
+      return r;
+    }
+    for (size_t p = order_.size(); p-- > 0;)
+      if ((*supported_)[p]) visit(static_cast<uint32_t>(p));
+    post_process(r);
+    return r;
+  }
+
+ private:
+  // ---- partitions: union-find over ids ------------------------------------------
+  // A partition id is torch.fx's counter value. Merged partitions share a root
+  // (union by size); label_[root] is the id the merged partition goes by.
+
+  uint32_t find(uint32_t c) {
+    while (parent_[c] != c) {
+      parent_[c] = parent_[parent_[c]];
+      c = parent_[c];
+    }
+    return c;
+  }
+  uint32_t root_of_pos(uint32_t p) { return cell_of_[p] == kNone ? kNone : find(cell_of_[p]); }
+
+  uint32_t new_partition(uint32_t p) {
+    const uint32_t id = static_cast<uint32_t>(parent_.size());
+    parent_.push_back(id);
+    size_.push_back(1);
+    label_.push_back(id);
+    head_.push_back(p);
+    tail_.push_back(p);
+    min_.push_back(p);
+    max_.push_back(p);
+    group_stamp_.push_back(0);
+    group_idx_.push_back(0);
+    cell_of_[p] = id;
+    return id;
+  }
+
+  void add_to(uint32_t root, uint32_t p) {
+    cell_of_[p] = root;
+    next_[p] = head_[root];
+    head_[root] = p;
+    ++size_[root];
+    min_[root] = std::min(min_[root], p);
+    max_[root] = std::max(max_[root], p);
+  }
+
+  // Merges the partition rooted at `other` into the one rooted at `root`, which
+  // keeps its id; returns the new root.
+  uint32_t merge(uint32_t root, uint32_t other) {
+    const uint32_t id = label_[root];
+    uint32_t big = root, small = other;
+    if (size_[big] < size_[small]) std::swap(big, small);
+    parent_[small] = big;
+    size_[big] += size_[small];
+    min_[big] = std::min(min_[big], min_[small]);
+    max_[big] = std::max(max_[big], max_[small]);
+    next_[tail_[big]] = head_[small];
+    tail_[big] = tail_[small];
+    label_[big] = id;
+    return big;
+  }
+
+  // ---- the groups of a node's users -------------------------------------------------
+  struct Group {
+    uint32_t root;    // partition root, or kNone for an unassigned user
+    uint32_t pos;     // the unassigned user's position
+    uint32_t lo, hi;  // first and last position of a node of the group
+  };
+
+  // The group index of the node at position p for the node being visited, or -1.
+  int64_t group_of(uint32_t p) {
+    const uint32_t r = root_of_pos(p);
+    if (r != kNone) return group_stamp_[r] == step_ ? static_cast<int64_t>(group_idx_[r]) : -1;
+    return node_group_stamp_[p] == step_ ? static_cast<int64_t>(node_group_idx_[p]) : -1;
+  }
+
+  uint32_t pos(const Node* n) const { return n->graph() == &g_ ? pos_of_[n->index()] : kNone; }
+
+  void visit(uint32_t p) {
+    ++step_;
+    groups_.clear();
+    for (Node* u : order_[p]->users()) {
+      const uint32_t up = pos(u);
+      if (up == kNone) continue;  // a node of another graph: no dependencies here
+      const uint32_t r = root_of_pos(up);
+      if (r != kNone) {
+        if (group_stamp_[r] == step_) continue;
+        group_stamp_[r] = step_;
+        group_idx_[r] = static_cast<uint32_t>(groups_.size());
+        groups_.push_back({r, kNone, min_[r], max_[r]});
+      } else {
+        node_group_stamp_[up] = step_;
+        node_group_idx_[up] = static_cast<uint32_t>(groups_.size());
+        groups_.push_back({kNone, up, up, up});
+      }
+    }
+    // torch.fx first drops the dependent groups, then assigns: decide all first
+    // (Note [Which user groups are dropped]).
+    const size_t m = groups_.size();
+    dropped_.assign(m, 0);
+    if (m > 1) {
+      // First positions of the groups before / from each index.
+      prefix_lo_.assign(m + 1, kNone);
+      suffix_lo_.assign(m + 1, kNone);
+      for (size_t i = 0; i < m; ++i) prefix_lo_[i + 1] = std::min(prefix_lo_[i], groups_[i].lo);
+      for (size_t i = m; i-- > 0;) suffix_lo_[i] = std::min(suffix_lo_[i + 1], groups_[i].lo);
+      for (size_t k = 0; k < m; ++k) {
+        if (groups_[k].root == kNone) continue;
+        if (k > 0 && reaches(0, k, prefix_lo_[k], k)) {
+          dropped_[k] = 1;
+        } else if (k + 1 < m && reaches(k + 1, m, suffix_lo_[k + 1], k)) {
+          for (size_t j = k + 1; j < m && !dropped_[k]; ++j)
+            if (reaches(j, j + 1, groups_[j].lo, k) && !reaches(k, k + 1, groups_[k].lo, j)) dropped_[k] = 1;
+        }
+      }
+    }
+    uint32_t target = kNone;  // root of the partition n joins
+    for (size_t i = 0; i < m; ++i) {
+      if (groups_[i].root == kNone || dropped_[i]) continue;
+      const uint32_t root = find(groups_[i].root);
+      if (target == kNone) {
+        target = root;
+        add_to(target, p);
+      } else {
+        target = merge(target, root);
+      }
+    }
+    if (target == kNone) new_partition(p);
+  }
+
+  // Whether a node of groups [first, last) (whose first position is `lo`)
+  // reaches a node of group `t` (not in that range): Note [Lockstep search].
+  bool reaches(size_t first, size_t last, uint32_t lo, size_t t) {
+    const uint32_t hi = groups_[t].hi;
+    if (lo >= hi) return false;  // every source node comes after every target node
+    if (++epoch_ == 0) {         // wrapped: clear the marks
+      std::fill(fmark_.begin(), fmark_.end(), 0);
+      std::fill(bmark_.begin(), bmark_.end(), 0);
+      epoch_ = 1;
+    }
+    const int64_t target = static_cast<int64_t>(t), src_first = static_cast<int64_t>(first),
+                  src_last = static_cast<int64_t>(last);
+    auto is_source = [&](int64_t gw) { return gw >= src_first && gw < src_last; };
+    fstack_.clear();
+    bstack_.clear();
+    // Seeds, consumed one per step: the source groups' nodes, then the target's.
+    size_t seed_group = first;
+    uint32_t seed_cursor = kNone;
+    bool in_group = false;
+    auto next_forward_seed = [&]() -> uint32_t {
+      while (seed_group < last) {
+        const Group& gr = groups_[seed_group];
+        if (gr.root == kNone) {
+          ++seed_group;
+          return gr.pos;
+        }
+        seed_cursor = in_group ? next_[seed_cursor] : head_[find(gr.root)];
+        in_group = true;
+        if (seed_cursor != kNone) return seed_cursor;
+        ++seed_group;
+        in_group = false;
+      }
+      return kNone;
+    };
+    const Group& tg = groups_[t];
+    uint32_t back_cursor = tg.root == kNone ? tg.pos : head_[find(tg.root)];
+    auto next_backward_seed = [&]() -> uint32_t {
+      const uint32_t v = back_cursor;
+      if (v != kNone) back_cursor = tg.root == kNone ? kNone : next_[v];
+      return v;
+    };
+    for (;;) {
+      // One step forward: users, up to the target's last position.
+      uint32_t v;
+      if (!fstack_.empty()) {
+        v = fstack_.back();
+        fstack_.pop_back();
+      } else {
+        v = next_forward_seed();
+        if (v == kNone) return false;
+        if (v >= hi) v = kNone;  // reaches nothing of the target
+      }
+      if (v != kNone) {
+        for (Node* w : order_[v]->users()) {
+          const uint32_t wp = pos(w);
+          if (wp == kNone || wp > hi || fmark_[wp] == epoch_) continue;
+          const int64_t gw = group_of(wp);
+          if (gw == target || bmark_[wp] == epoch_) return true;
+          if (is_source(gw)) continue;  // a seed anyway
+          fmark_[wp] = epoch_;
+          fstack_.push_back(wp);
+        }
+      }
+      // One step backward: inputs, down to the sources' first position.
+      if (!bstack_.empty()) {
+        v = bstack_.back();
+        bstack_.pop_back();
+      } else {
+        v = next_backward_seed();
+        if (v == kNone) return false;
+        if (v <= lo) v = kNone;  // reached by nothing of the sources
+      }
+      if (v != kNone) {
+        const Node* n = order_[v];
+        for (size_t i = 0, k = n->num_inputs(); i < k; ++i) {
+          const uint32_t wp = pos(n->input_use(i).value());
+          if (wp == kNone || wp < lo || bmark_[wp] == epoch_) continue;
+          const int64_t gw = group_of(wp);
+          if (is_source(gw) || fmark_[wp] == epoch_) return true;
+          if (gw == target) continue;  // a seed anyway
+          bmark_[wp] = epoch_;
+          bstack_.push_back(wp);
+        }
+      }
+    }
+  }
+
+  // ---- after the main loop: getitems, filtering, the result ----------------------------
+
+  // Fills r (or r.unnamed).
+  void post_process(ProposePartitionsResult& r) {
+    const size_t n = order_.size();
+    const size_t ids = parent_.size();
+    // Current id of every node; live ids and their sizes. Dict order of torch.fx's
+    // partitions_by_id: by id, then re-created ids in re-creation order.
+    std::vector<uint32_t> id_of(n, kNone);
+    std::vector<uint32_t> count(ids, 0);
+    for (size_t p = 0; p < n; ++p) {
+      if (cell_of_[p] == kNone) continue;
+      id_of[p] = label_[find(cell_of_[p])];
+      ++count[id_of[p]];
+    }
+    std::vector<uint64_t> order_key(ids);
+    for (size_t i = 0; i < ids; ++i) order_key[i] = i;
+    uint64_t next_key = ids;
+
+    // torch.fx: for a node all of whose users are getitems, each user whose id
+    // differs is re-assigned to the node's id (None too), applied afterwards in
+    // first-insertion order with the last value written.
+    std::vector<uint32_t> reassign_to(n, kNone);
+    std::vector<char> reassigned(n, 0);
+    std::vector<uint32_t> reassign_order;
+    for (size_t p = 0; p < n; ++p) {
+      bool tuple_output = true;
+      for (Node* u : order_[p]->users()) {
+        if (u->op() != Op::CallFunction) {
+          tuple_output = false;
+          break;
+        }
+        const uint32_t up = pos(u);
+        const PartitionOpKind k = up == kNone ? partition_op_kind(u->target().fn().qualified_name()) : kinds_[up];
+        if (k == PartitionOpKind::Unnamed) {
+          r.unnamed = u;
+          return;
+        }
+        if (k != PartitionOpKind::Getitem) {
+          tuple_output = false;
+          break;
+        }
+      }
+      if (!tuple_output) continue;
+      const uint32_t id = id_of[p];
+      for (Node* u : order_[p]->users()) {
+        const uint32_t up = pos(u);
+        if (up == kNone || id_of[up] == id) continue;
+        if (!reassigned[up]) {
+          reassigned[up] = 1;
+          reassign_order.push_back(up);
+        }
+        reassign_to[up] = id;
+      }
+    }
+    for (uint32_t up : reassign_order) {
+      const uint32_t id = reassign_to[up];
+      if (id_of[up] != kNone && --count[id_of[up]] == 0) order_key[id_of[up]] = kNone;  // deleted
+      id_of[up] = id;
+      if (id != kNone && count[id]++ == 0) order_key[id] = next_key++;  // (re-)created at the end
+    }
+
+    std::vector<std::vector<Node*>> members(ids);
+    for (size_t p = 0; p < n; ++p)
+      if (id_of[p] != kNone) members[id_of[p]].push_back(order_[p]);
+    std::vector<uint32_t> live;
+    for (uint32_t i = 0; i < ids; ++i)
+      if (count[i] > 0) live.push_back(i);
+    std::sort(live.begin(), live.end(), [&](uint32_t a, uint32_t b) { return order_key[a] < order_key[b]; });
+
+    // Drop partitions with at most one compute node (call_function, not view/getitem).
+    if (!options_.allows_single_node_partition) {
+      std::vector<uint32_t> kept;
+      for (uint32_t id : live) {
+        size_t compute = 0;
+        for (Node* m : members[id]) {
+          if (m->op() != Op::CallFunction) continue;
+          const PartitionOpKind k = kinds_[pos(m)];
+          if (k == PartitionOpKind::Unnamed) {
+            r.unnamed = m;
+            return;
+          }
+          if (k == PartitionOpKind::Compute) ++compute;
+        }
+        if (compute > 1) kept.push_back(id);
+      }
+      live.swap(kept);
+    }
+    r.partitions.reserve(live.size());
+    for (uint32_t id : live) r.partitions.push_back({id, std::move(members[id])});
+  }
+
+  const Graph& g_;
+  const ProposePartitionsOptions& options_;
+  const std::vector<uint8_t>* supported_ = nullptr;
+  std::vector<Node*> order_;      // position -> node
+  std::vector<uint32_t> pos_of_;  // Node::index() -> position
+  std::vector<PartitionOpKind> kinds_;
+  // Per position.
+  std::vector<uint32_t> cell_of_, next_, fmark_, bmark_, node_group_stamp_, node_group_idx_;
+  // Per partition id (union-find cell).
+  std::vector<uint32_t> parent_, size_, label_, head_, tail_, min_, max_, group_stamp_, group_idx_;
+  std::vector<Group> groups_;
+  std::vector<char> dropped_;
+  std::vector<uint32_t> prefix_lo_, suffix_lo_;
+  std::vector<uint32_t> fstack_, bstack_;
+  uint32_t step_ = 0, epoch_ = 0;
+  bool topological_ = true;
+};
+
+}  // namespace
+
+PartitionOpKind partition_op_kind(std::string_view qualified_name) {
+  if (qualified_name == "_operator.getitem" || qualified_name == "operator.getitem") return PartitionOpKind::Getitem;
+  if (qualified_name == "torch.ops.aten.view") return PartitionOpKind::View;
+  return PartitionOpKind::Compute;
+}
+
+ProposePartitionsResult propose_partitions(const Graph& g, const std::vector<uint8_t>& supported,
+                                           const std::vector<PartitionOpKind>& kinds,
+                                           const ProposePartitionsOptions& options) {
+  return Proposer(g, supported, kinds, options).run();
+}
+
+bool validate_partition(const std::vector<const Node*>& partition) {
+  if (partition.empty()) return true;
+  const Graph* g = partition.front()->graph();
+  for (const Node* n : partition)
+    if (n->graph() != g || n->erased())
+      throw std::invalid_argument("validate_partition: the nodes must be live nodes of one graph");
+  // 1: in the partition, 2: outside, reached from it.
+  std::vector<uint8_t> state(g->node_capacity(), 0);
+  for (const Node* n : partition) state[n->index()] = 1;
+  std::vector<const Node*> stack;
+  for (const Node* n : partition)
+    for (Node* u : n->users())
+      if (u->graph() == g && state[u->index()] == 0) {
+        state[u->index()] = 2;
+        stack.push_back(u);
+      }
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    for (Node* u : n->users()) {
+      if (u->graph() != g) continue;
+      uint8_t& s = state[u->index()];
+      if (s == 1) return false;
+      if (s == 0) {
+        s = 2;
+        stack.push_back(u);
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace fxcpp
