@@ -1,0 +1,12 @@
+"""fxcpp.experimental.graph_gradual_typechecker: the gradual type checker (GraphTypeChecker, Refine, broadcast_types and the inference rules; mirrors torch.fx.experimental.graph_gradual_typechecker).
+
+torch.fx's implementation, re-exported: it reads and annotates nodes (`node.type`) through the
+torch.fx `Graph`/`Node` API, which fxcpp's classes implement (and subclass), so it runs on
+fxcpp graphs as it is and gives torch.fx's results (tests/python/test_gradual_types.py).
+"""
+import torch.fx.experimental.graph_gradual_typechecker as _impl
+
+globals().update({k: v for k, v in vars(_impl).items() if not k.startswith('__')})
+__all__ = [k for k, v in vars(_impl).items()
+           if not k.startswith('_') and getattr(v, '__module__', None) == _impl.__name__]
+del _impl
