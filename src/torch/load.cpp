@@ -21,12 +21,14 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "fxcpp/torch/module.h"
+#include "fxcpp/torch/policy.h"
 
 namespace fxcpp::torch {
 
@@ -336,11 +338,96 @@ std::vector<NamedTensor> read_tensors(const Json& doc, Archive& archive) {
   return out;
 }
 
+// ---- names ---------------------------------------------------------------------------
+
+// Note [Names a file may use]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The Python runtime rebuilds the graph and generates `forward` from it, so
+// strings from a file end up in Python source: a placeholder target becomes a
+// parameter of `def forward(self, ...)`, node names become variables, kwargs
+// keys keyword arguments, tensor names attribute paths, class_name a class.
+// So they are checked here, for every file, trusted or not (fxcpp never
+// writes anything else): node names, placeholder targets (optionally behind
+// `*` or `**`), kwargs keys and class_name are ASCII Python identifiers that
+// are not keywords; tensor names and get_attr targets are dotted paths of
+// [A-Za-z0-9_]+ parts ("layer1.0.conv1.weight"). JSON strings are valid UTF-8
+// (the parser refuses anything else).
+
+bool is_keyword(const std::string& s) {
+  static const char* const kKeywords[] = {
+      "False", "None",   "True",     "and",      "as",   "assert", "async",  "await",    "break",
+      "class", "continue", "def",    "del",      "elif", "else",   "except", "finally",  "for",
+      "from",  "global", "if",       "import",   "in",   "is",     "lambda", "nonlocal", "not",
+      "or",    "pass",   "raise",    "return",   "try",  "while",  "with",   "yield"};
+  for (const char* k : kKeywords)
+    if (s == k) return true;
+  return false;
+}
+
+bool is_word_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// An ASCII Python identifier that is not a keyword.
+bool is_py_identifier(const std::string& s) {
+  if (s.empty() || s.size() > 4096 || (s[0] >= '0' && s[0] <= '9')) return false;
+  for (char c : s)
+    if (!is_word_char(c)) return false;
+  return !is_keyword(s);
+}
+
+// "a.b.0.c": non-empty parts of [A-Za-z0-9_].
+bool is_dotted_path(const std::string& s) {
+  if (s.empty() || s.size() > 4096 || s.front() == '.' || s.back() == '.') return false;
+  char prev = 0;
+  for (char c : s) {
+    if (c == '.' ? prev == '.' : !is_word_char(c)) return false;
+    prev = c;
+  }
+  return true;
+}
+
+std::string shown(const std::string& s) {
+  // Shown in messages: printable ASCII as is, the rest escaped, at most 80 characters.
+  std::string out = "'";
+  for (size_t i = 0; i < s.size() && i < 80; ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out + (s.size() > 80 ? "...'" : "'");
+}
+
+void check_identifier(const std::string& s, const std::string& what) {
+  if (!is_py_identifier(s))
+    bad(what + " " + shown(s) + " is not a Python identifier (ASCII letters, digits and '_', not a keyword)");
+}
+
+[[noreturn]] void refuse_operator(const std::string& node, const AtenOp& op, const std::string& why) {
+  throw FormatError("fxcpp::torch: node " + shown(node) + " calls " + op.qualified +
+                    ", which a file from an untrusted source may not call (" + why +
+                    "). If you made this file yourself, load it with trusted=True (C++: LoadOptions::trusted = true).");
+}
+
 // ---- the graph -------------------------------------------------------------------------
 
-std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor>& tensors) {
+std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor>& tensors, const LoadOptions& options) {
   const Json& nodes = field(doc, "nodes", "graph.json");
   if (!nodes.is_array()) bad("nodes is not an array");
+  auto cls = doc.find("class_name");
+  if (cls != doc.end()) {
+    if (!cls->is_string()) bad("class_name is not a string");
+    check_identifier(cls->get<std::string>(), "class_name");
+  }
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (!is_dotted_path(tensors[i].name))
+      bad("tensors[" + std::to_string(i) + "]: name " + shown(tensors[i].name) +
+          " is not a dotted path of identifiers (\"layer1.0.weight\")");
   auto g = std::make_unique<Graph>();
   std::unordered_map<std::string, Node*> by_name;
   std::unordered_map<std::string, bool> tensor_names;
@@ -352,8 +439,8 @@ std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor
     std::string w = "nodes[" + std::to_string(i) + "]";
     if (have_output) bad(w + ": nodes after the output node");
     std::string name = str_field(j, "name", w), op_text = str_field(j, "op", w);
+    if (!is_py_identifier(name)) check_identifier(name, w + ": node name");
     w += " ('" + name + "')";
-    if (name.empty() || name.size() > 4096) bad(w + ": bad node name");
     if (by_name.count(name)) bad(w + ": repeated node name");
     auto op = parse_op(op_text);
     if (!op || *op == Op::Root) bad(w + ": unknown opcode '" + op_text + "'");
@@ -365,17 +452,24 @@ std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor
     if (j.contains("kwargs")) {
       const Json& kw = j["kwargs"];
       if (!kw.is_object()) bad(w + ".kwargs is not an object");
-      for (auto it = kw.begin(); it != kw.end(); ++it) kwargs.emplace_back(it.key(), dec.value(it.value(), w + ".kwargs"));
+      for (auto it = kw.begin(); it != kw.end(); ++it) {
+        check_identifier(it.key(), w + ": kwargs key");
+        kwargs.emplace_back(it.key(), dec.value(it.value(), w + ".kwargs"));
+      }
     }
     Node* n = nullptr;
     switch (*op) {
-      case Op::Placeholder:
+      case Op::Placeholder: {
         if (args.size() > 1 || !kwargs.empty()) bad(w + ": a placeholder has at most one argument (its default)");
-        n = g->create_node(Op::Placeholder, Target(str_field(j, "target", w)), std::move(args), {}, name);
+        std::string target = str_field(j, "target", w);
+        size_t stars = target.rfind("**", 0) == 0 ? 2 : target.rfind('*', 0) == 0 ? 1 : 0;
+        if (!is_py_identifier(target.substr(stars))) check_identifier(target, w + ": placeholder target");
+        n = g->create_node(Op::Placeholder, Target(target), std::move(args), {}, name);
         break;
+      }
       case Op::GetAttr: {
         std::string target = str_field(j, "target", w);
-        if (!tensor_names.count(target)) bad(w + ": get_attr of '" + target + "', which is not in the tensor table");
+        if (!tensor_names.count(target)) bad(w + ": get_attr of " + shown(target) + ", which is not in the tensor table");
         if (!args.empty() || !kwargs.empty()) bad(w + ": get_attr takes no arguments");
         n = g->create_node(Op::GetAttr, Target(target), {}, {}, name);
         break;
@@ -383,6 +477,10 @@ std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor
       case Op::CallFunction: {
         std::string target = str_field(j, "target", w);
         Object fn = target.find("::") != std::string::npos ? aten_op(target) : primitive(target);
+        if (const AtenOp* op = as_aten_op(fn); op && !options.trusted) {
+          std::string why = refusal_reason(*op);
+          if (!why.empty()) refuse_operator(name, *op, why);
+        }
         n = g->create_node(Op::CallFunction, Target(std::move(fn)), std::move(args), std::move(kwargs), name);
         break;
       }
@@ -431,33 +529,38 @@ Json parse_graph(Archive& archive) {
   return doc;
 }
 
-std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_archive(Archive& archive) {
+std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_archive(Archive& archive, const LoadOptions& options) {
   Json doc = parse_graph(archive);
   auto tensors = read_tensors(doc, archive);
-  auto graph = read_graph(doc, tensors);
+  auto graph = read_graph(doc, tensors, options);
   return {std::move(graph), std::move(tensors)};
 }
 
 }  // namespace
 
-std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std::string& path) {
+std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std::string& path, const LoadOptions& options) {
   Archive archive(std::make_shared<FileAdapter>(path));
-  return read_archive(archive);
+  return read_archive(archive, options);
 }
 
-Module load(const std::string& path, ModuleOptions options) {
-  auto [graph, tensors] = read_file(path);
-  return Module(std::move(graph), std::move(tensors), options);
+Module load(const std::string& path, const LoadOptions& options) {
+  auto [graph, tensors] = read_file(path, options);
+  return Module(std::move(graph), std::move(tensors), ModuleOptions{options.plan_memory});
 }
 
-Module load_from_buffer(const void* data, size_t size, ModuleOptions options) {
+Module load_from_buffer(const void* data, size_t size, const LoadOptions& options) {
   Archive archive(std::make_shared<MemoryAdapter>(data, size));
-  auto [graph, tensors] = read_archive(archive);
-  return Module(std::move(graph), std::move(tensors), options);
+  auto [graph, tensors] = read_archive(archive, options);
+  return Module(std::move(graph), std::move(tensors), ModuleOptions{options.plan_memory});
 }
 
 std::string graph_json(const std::string& path) {
   Archive archive(std::make_shared<FileAdapter>(path));
+  return parse_graph(archive).dump(1);
+}
+
+std::string graph_json_from_buffer(const void* data, size_t size) {
+  Archive archive(std::make_shared<MemoryAdapter>(data, size));
   return parse_graph(archive).dump(1);
 }
 
