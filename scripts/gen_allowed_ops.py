@@ -67,10 +67,11 @@ COMPOSITES = {
         'norm', 'cumsum', 'topk', 'sort', 'std', 'var', 'logsumexp', 'all', 'any', 'sign', 'round', 'floor',
         'ceil', 'trunc', 'reciprocal', 'erf', 'sin', 'cos', 'tanh_',
     ],
-    "in-place arithmetic (on the graph's own values)": ['add_', 'sub_', 'mul_', 'div_'],
+    "in-place arithmetic (on the graph's own values)": ['add_', 'sub_', 'mul_', 'div_', 'fill', 'fill_', 'zero_'],
     'what fxcpp.aten.from_torchscript records from TorchScript traces': ['_convolution', 'item'],
     'construction and conversion': [
-        'zeros', 'zeros_like', 'ones', 'ones_like', 'full', 'full_like', 'arange', 'scalar_tensor', 'to',
+        'zeros', 'zeros_like', 'ones', 'ones_like', 'full', 'full_like', 'new_zeros', 'new_ones', 'new_full',
+        'arange', 'scalar_tensor', 'to',
         'type_as', 'clone', 'detach', 'alias', 'copy', 'embedding', 'index_select', 'gather', 'index',
         'upsample_nearest2d', 'upsample_bilinear2d', 'constant_pad_nd', 'pad',
     ],
@@ -166,6 +167,7 @@ def committed_core(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--write', action='store_true', help='regenerate the list (needs torch >= 2 with Tag.core)')
+    ap.add_argument('--check', action='store_true', help='compare the committed list with the derived one (default)')
     args = ap.parse_args()
     import torch
     has_core = hasattr(torch, 'Tag') and hasattr(torch.Tag, 'core')

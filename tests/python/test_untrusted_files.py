@@ -8,6 +8,8 @@ import keyword
 import os
 import re
 import struct
+import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -109,7 +111,7 @@ def test_uninitialised_memory_is_refused_and_trusted_files_may_call_anything(tmp
         for plan in (True, False):
             rt = _C_torch.load(source, plan_memory=plan, trusted=True)
             for _ in range(2):
-                got, size = rt.run(())
+                got, size = rt.run()
                 assert torch.equal(got, want) and size == 3
 
 
@@ -138,6 +140,16 @@ def test_allowed_operators():
         base, _, overload = rest.partition('.')
         assert ns == 'aten'
         assert hasattr(getattr(torch.ops.aten, base), overload or 'default'), q
+
+
+def test_generator_rechecks_the_committed_list():
+    """scripts/gen_allowed_ops.py --check: the committed list is what the
+    generator derives (its core section as committed, on a torch without
+    Tag.core), names nothing a refusal hits, and no unchecked private op."""
+    script = os.path.join(os.path.dirname(__file__), '..', '..', 'scripts', 'gen_allowed_ops.py')
+    r = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert 'OK' in r.stdout
 
 
 # ---- names ----------------------------------------------------------------------------

@@ -149,16 +149,23 @@ PyObject* make_runtime(torch::Module m) {
 }
 
 // Runs `fn` with the GIL released (it touches no Python object). Loading
-// errors that are not already FormatErrors (a kernel of the planner refusing
-// a constant, say) are a bad file too: they become FormatError (ValueError).
+// errors that are not already FormatErrors (a kernel the planner runs failing
+// on a constant, say) are a bad file too: they become FormatError
+// (ValueError); only running out of memory stays MemoryError.
 template <typename F>
 void load_without_gil(F&& fn) {
   PyThreadState* ts = PyEval_SaveThread();
   try {
     try {
       fn();
+    } catch (const torch::FormatError&) {
+      throw;
+    } catch (const std::bad_alloc&) {
+      throw;
     } catch (const c10::Error& e) {
       throw torch::FormatError(std::string("fxcpp::torch: cannot load this file: ") + e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      throw torch::FormatError(std::string("fxcpp::torch: cannot load this file: ") + e.what());
     }
   } catch (...) {
     PyEval_RestoreThread(ts);
