@@ -95,6 +95,21 @@ def test_unchecked_sparse_tensor_is_refused(tmp_path):
     _assert_refused(path, 'aten::_sparse_coo_tensor_unsafe', 'it takes raw storages')
 
 
+@pytest.mark.parametrize('target, args, why', [
+    # An out-of-range mode int makes the kernel return uninitialised memory.
+    ('aten::grid_sampler_2d', [_ref('x'), _ref('grid'), 7, 9, True], 'it is not on the list'),
+    # Statistics shorter than the channels are read out of bounds.
+    ('aten::native_batch_norm', [_ref('x'), _ref('grid'), None, _ref('grid'), _ref('grid'), False, 0.1, 1e-5],
+     'it is not on the list'),
+    # An empty tensor crashes the process.
+    ('aten::_local_scalar_dense', [_ref('x')], 'it is not on the list'),
+])
+def test_core_operators_that_misbehave_are_refused(tmp_path, target, args, why):
+    path = _write(tmp_path / 'op.fxpt', _doc([_ph('x'), _ph('grid'), _call('op', target, *args),
+                                             _out(_ref('op'))]))
+    _assert_refused(path, target, why)
+
+
 def test_uninitialised_memory_is_refused_and_trusted_files_may_call_anything(tmp_path):
     data = tmp_path / 'data.bin'
     want = torch.tensor([1.5, -2.0, 3.25, 0.0])
