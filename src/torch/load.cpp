@@ -414,6 +414,78 @@ void check_identifier(const std::string& s, const std::string& what) {
                     "). If you made this file yourself, load it with trusted=True (C++: LoadOptions::trusted = true).");
 }
 
+// Note [Enumerations from a file]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Schemas take dtypes, layouts and memory formats as ints, and kernels index
+// tables with them unchecked: aten::view.dtype with -5 kills the process with
+// SIGFPE, aten::scalar_tensor with dtype 200 reads past a table. A file spells
+// them as tagged constants ({"dtype": "float32"}, checked by name); so an int
+// constant or tagged constant passed where the schema takes one must be a
+// value of that enumeration, and unless the file is trusted, a value the
+// graph computes may only be a dtype straight from getattr(tensor, "dtype").
+
+// The number of values of the enumeration `t` takes (through Optional and
+// List), or 0 when it takes none.
+int64_t enum_size(const c10::TypePtr& t, c10::TypeKind* kind) {
+  switch (t->kind()) {
+    case c10::TypeKind::ScalarTypeType: *kind = t->kind(); return static_cast<int64_t>(c10::ScalarType::NumOptions);
+    case c10::TypeKind::LayoutType: *kind = t->kind(); return static_cast<int64_t>(c10::Layout::NumOptions);
+    case c10::TypeKind::MemoryFormatType: *kind = t->kind(); return static_cast<int64_t>(c10::MemoryFormat::NumOptions);
+    case c10::TypeKind::OptionalType:
+    case c10::TypeKind::ListType: return enum_size(t->containedType(0), kind);
+    default: return 0;
+  }
+}
+
+bool is_dtype_getattr(const Node* n) {
+  Primitive p;
+  if (n->op() != Op::CallFunction || !as_primitive(n->target().fn(), &p) || p != Primitive::GetAttr) return false;
+  auto args = n->args();
+  return args.size() == 2 && args[1].kind() == ArgKind::String && args[1].as_string() == "dtype";
+}
+
+void check_enum_value(const Argument& a, c10::TypeKind kind, int64_t size, const std::string& where, bool trusted) {
+  switch (a.kind()) {
+    case ArgKind::Int:
+      if (a.as_int() < 0 || a.as_int() >= size)
+        bad(where + " is " + std::to_string(a.as_int()) + ", which is not a " + c10::typeKindToString(kind) +
+            " (files spell them as {\"dtype\": \"float32\"} and the like)");
+      return;
+    case ArgKind::Foreign:
+      if (const TorchConstant* c = as_torch_constant(a.as_object()); c && c->value.isInt() &&
+                                                                   (c->value.toInt() < 0 || c->value.toInt() >= size))
+        bad(where + " is the " + c->name + " constant, which is not a " + c10::typeKindToString(kind));
+      return;
+    case ArgKind::NodeRef:
+      if (!trusted && !(kind == c10::TypeKind::ScalarTypeType && is_dtype_getattr(a.as_node())))
+        throw FormatError("fxcpp::torch: " + where + " is computed by node " + shown(std::string(a.as_node()->name())) +
+                          "; a file from an untrusted source may pass a " + c10::typeKindToString(kind) +
+                          " only as a constant (or a dtype from getattr(tensor, 'dtype')). If you made this file "
+                          "yourself, load it with trusted=True (C++: LoadOptions::trusted = true).");
+      return;
+    case ArgKind::List:
+    case ArgKind::Tuple:
+      for (const Argument& item : a.items()) check_enum_value(item, kind, size, where, trusted);
+      return;
+    default: return;  // None; anything else the plan refuses by type
+  }
+}
+
+void check_enum_arguments(const std::string& node, const AtenOp& op, const std::vector<Argument>& args,
+                          const KwArgs& kwargs, bool trusted) {
+  const auto& params = op.handle.schema().arguments();
+  auto check = [&](const c10::Argument& param, const Argument& a) {
+    c10::TypeKind kind{};
+    if (int64_t size = enum_size(param.real_type(), &kind))
+      check_enum_value(a, kind, size, "node " + shown(node) + ": argument '" + param.name() + "' of " + op.qualified,
+                       trusted);
+  };
+  for (size_t i = 0; i < args.size() && i < params.size(); ++i) check(params[i], args[i]);
+  for (const auto& kv : kwargs)
+    for (const auto& param : params)
+      if (param.name() == kv.first) check(param, kv.second);
+}
+
 // ---- the graph -------------------------------------------------------------------------
 
 std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor>& tensors, const LoadOptions& options) {
@@ -477,9 +549,12 @@ std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor
       case Op::CallFunction: {
         std::string target = str_field(j, "target", w);
         Object fn = target.find("::") != std::string::npos ? aten_op(target) : primitive(target);
-        if (const AtenOp* op = as_aten_op(fn); op && !options.trusted) {
-          std::string why = refusal_reason(*op);
-          if (!why.empty()) refuse_operator(name, *op, why);
+        if (const AtenOp* op = as_aten_op(fn)) {
+          if (!options.trusted) {
+            std::string why = refusal_reason(*op);
+            if (!why.empty()) refuse_operator(name, *op, why);
+          }
+          check_enum_arguments(name, *op, args, kwargs, options.trusted);
         }
         n = g->create_node(Op::CallFunction, Target(std::move(fn)), std::move(args), std::move(kwargs), name);
         break;

@@ -142,6 +142,51 @@ TEST(Policy, TrustedFilesMayCallAnything) {
   }
 }
 
+TEST(Policy, EnumerationsMustBeValuesOfTheirEnumeration) {
+  // view.dtype(-5) kills the process with SIGFPE; scalar_tensor(dtype=200) reads past a table.
+  Graph a;
+  Node* x = a.placeholder("x");
+  a.output(N(a.call_function(aten_op("aten::view.dtype"), {N(x), I(-5)})));
+  LoadOptions trusted;
+  trusted.trusted = true;
+  for (const LoadOptions& o : {LoadOptions{}, trusted}) {
+    std::string err = load_error(save_to_buffer(a, {}), o);
+    EXPECT_NE(err.find("argument 'dtype' of aten::view.dtype is -5, which is not a ScalarType"), std::string::npos)
+        << err;
+  }
+  Graph b;
+  b.output(N(b.call_function(aten_op("aten::scalar_tensor"), {Argument::real(1.0)}, {{"dtype", I(200)}})));
+  EXPECT_NE(load_error(save_to_buffer(b, {})).find("is 200, which is not a ScalarType"), std::string::npos);
+  // A layout where a dtype belongs is checked against the dtype's range and vice versa.
+  Graph c;
+  c.output(N(c.call_function(aten_op("aten::zeros"), {L({I(2)})},
+                             {{"layout", Argument::foreign(torch_constant(TorchConstant::Kind::Dtype, "float64"))}})));
+  EXPECT_NE(load_error(save_to_buffer(c, {})).find("is the float64 constant, which is not a Layout"), std::string::npos);
+  // A dtype the graph computes: only from getattr(tensor, 'dtype') unless trusted.
+  Graph d;
+  Node* y = d.placeholder("y");
+  Node* k = d.call_function(primitive("operator.add"), {I(2), I(3)});
+  d.output(N(d.call_function(aten_op("aten::to.dtype"), {N(y), N(k)})));
+  std::string bytes = save_to_buffer(d, {});
+  EXPECT_NE(load_error(bytes).find("is computed by node 'add'"), std::string::npos) << load_error(bytes);
+  EXPECT_EQ(load_error(bytes, trusted), "");
+  // What files legitimately hold loads and runs: a valid int, a tagged constant, a dtype from getattr.
+  Graph e;
+  Node* z = e.placeholder("z");
+  Node* dt = e.call_function(primitive("getattr"), {N(z), Argument::string("dtype")});
+  Node* v1 = e.call_function(aten_op("aten::to.dtype"), {N(z), I(static_cast<int64_t>(at::kDouble))});
+  Node* v2 = e.call_function(aten_op("aten::to.dtype"), {N(v1), N(dt)});
+  Node* v3 = e.call_function(aten_op("aten::zeros"), {L({I(2)})},
+                             {{"dtype", Argument::foreign(torch_constant(TorchConstant::Kind::Dtype, "int64"))}});
+  e.output(Argument::tuple({N(v2), N(v3)}));
+  bytes = save_to_buffer(e, {});
+  ASSERT_EQ(load_error(bytes), "");
+  Module m = load_from_buffer(bytes.data(), bytes.size());
+  auto out = m.forward({at::arange(3, at::kFloat)}).toTupleRef().elements();
+  EXPECT_EQ(out[0].toTensor().scalar_type(), at::kFloat);
+  EXPECT_EQ(out[1].toTensor().scalar_type(), at::kLong);
+}
+
 TEST(Policy, FixtureLoadsByDefault) {
   Module m = load(kFixture);
   EXPECT_GT(m.num_instructions(), 0u);

@@ -110,6 +110,21 @@ def test_core_operators_that_misbehave_are_refused(tmp_path, target, args, why):
     _assert_refused(path, target, why)
 
 
+@pytest.mark.parametrize('call, message', [
+    (_call('v', 'aten::view.dtype', _ref('x'), -5), "argument 'dtype' of aten::view.dtype is -5, which is not a ScalarType"),
+    ({**_call('v', 'aten::scalar_tensor', 1.0), 'kwargs': {'dtype': 200}}, 'is 200, which is not a ScalarType'),
+    ({**_call('v', 'aten::zeros', {'list': [2]}), 'kwargs': {'layout': {'dtype': 'float64'}}},
+     'is the float64 constant, which is not a Layout'),
+])
+def test_enumeration_arguments_are_checked(tmp_path, call, message):
+    """Kernels index tables with dtype/layout ints unchecked (view.dtype(-5): SIGFPE)."""
+    path = _write(tmp_path / 'enum.fxpt', _doc([_ph('x'), call, _out(_ref('v'))]))
+    for load in (lambda: _C_torch.load(path), lambda: _C_torch.load(path, trusted=True),
+                 lambda: aten.load(path, runtime='python'), lambda: aten.load(path, runtime='cpp')):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            load()
+
+
 def test_uninitialised_memory_is_refused_and_trusted_files_may_call_anything(tmp_path):
     data = tmp_path / 'data.bin'
     want = torch.tensor([1.5, -2.0, 3.25, 0.0])
