@@ -103,6 +103,8 @@ def test_unchecked_sparse_tensor_is_refused(tmp_path):
      'it is not on the list'),
     # An empty tensor crashes the process.
     ('aten::_local_scalar_dense', [_ref('x')], 'it is not on the list'),
+    # So does an empty padding list.
+    ('aten::reflection_pad2d', [_ref('x'), {'list': []}], 'it is not on the list'),
 ])
 def test_core_operators_that_misbehave_are_refused(tmp_path, target, args, why):
     path = _write(tmp_path / 'op.fxpt', _doc([_ph('x'), _ph('grid'), _call('op', target, *args),
