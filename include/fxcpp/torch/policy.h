@@ -18,8 +18,12 @@
 //     tensor arguments only: pure or writing only into tensors the graph
 //     passes them, with bounds-checked indexing. Private operators (a leading
 //     underscore) are on it only one by one, checked (aten::_softmax,
-//     aten::_to_copy, ...). scripts/gen_allowed_ops.py derives the list and
-//     checks it against a torch.
+//     aten::_to_copy, ...). Operators that misbehaved when probed with
+//     hostile arguments are left off, each with what it did (grid_sampler_2d
+//     returns uninitialised memory for a bad mode, native_batch_norm reads
+//     short statistics out of bounds, reflection_pad2d crashes on an empty
+//     padding list, ...). scripts/gen_allowed_ops.py derives the list,
+//     documents each exclusion and checks the list against a torch.
 // Whatever the list says, these are refused (hard refusals, from the name and
 // the schema; refusal_reason() below):
 //   * operators outside the `aten` namespace;
@@ -34,10 +38,16 @@
 //     resize*): they would leak heap contents into the outputs;
 //   * backward kernels (*backward*): they trust their index and shape
 //     arguments, and inference never needs them.
+// Arguments the schema types as a dtype, layout or memory format must be
+// values of that enumeration (kernels index tables with them unchecked), and
+// unless the file is trusted, computed ones may only be a dtype read with
+// getattr(tensor, "dtype") (Note [Enumerations from a file] in load.cpp).
 // A file that calls anything else is refused at load with a FormatError that
 // names the node, the operator, why, and the opt-in. The opt-in,
-// LoadOptions::trusted (Python: trusted=True), lifts all of this for files
-// the user made: their operators resolve against the whole dispatcher.
+// LoadOptions::trusted (Python: trusted=True), is for files the user made: it
+// lifts the list, the hard refusals and the rule on computed enumerations
+// (their operators resolve against the whole dispatcher); enumeration
+// constants and names are checked for every file.
 // Strings a file holds are checked too (Note [Names a file may use] in
 // src/torch/load.cpp). A Module built in C++ from a Graph is the caller's own
 // program: no policy applies there; the policy is about loading files.
