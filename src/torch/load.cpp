@@ -21,12 +21,14 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "fxcpp/torch/module.h"
+#include "fxcpp/torch/policy.h"
 
 namespace fxcpp::torch {
 
@@ -336,11 +338,168 @@ std::vector<NamedTensor> read_tensors(const Json& doc, Archive& archive) {
   return out;
 }
 
+// ---- names ---------------------------------------------------------------------------
+
+// Note [Names a file may use]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The Python runtime rebuilds the graph and generates `forward` from it, so
+// strings from a file end up in Python source: a placeholder target becomes a
+// parameter of `def forward(self, ...)`, node names become variables, kwargs
+// keys keyword arguments, tensor names attribute paths, class_name a class.
+// So they are checked here, for every file, trusted or not (fxcpp never
+// writes anything else): node names, placeholder targets (optionally behind
+// `*` or `**`), kwargs keys and class_name are ASCII Python identifiers that
+// are not keywords; tensor names and get_attr targets are dotted paths of
+// [A-Za-z0-9_]+ parts ("layer1.0.conv1.weight"). JSON strings are valid UTF-8
+// (the parser refuses anything else).
+
+bool is_keyword(const std::string& s) {
+  static const char* const kKeywords[] = {
+      "False", "None",   "True",     "and",      "as",   "assert", "async",  "await",    "break",
+      "class", "continue", "def",    "del",      "elif", "else",   "except", "finally",  "for",
+      "from",  "global", "if",       "import",   "in",   "is",     "lambda", "nonlocal", "not",
+      "or",    "pass",   "raise",    "return",   "try",  "while",  "with",   "yield"};
+  for (const char* k : kKeywords)
+    if (s == k) return true;
+  return false;
+}
+
+bool is_word_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// An ASCII Python identifier that is not a keyword.
+bool is_py_identifier(const std::string& s) {
+  if (s.empty() || s.size() > 4096 || (s[0] >= '0' && s[0] <= '9')) return false;
+  for (char c : s)
+    if (!is_word_char(c)) return false;
+  return !is_keyword(s);
+}
+
+// "a.b.0.c": non-empty parts of [A-Za-z0-9_].
+bool is_dotted_path(const std::string& s) {
+  if (s.empty() || s.size() > 4096 || s.front() == '.' || s.back() == '.') return false;
+  char prev = 0;
+  for (char c : s) {
+    if (c == '.' ? prev == '.' : !is_word_char(c)) return false;
+    prev = c;
+  }
+  return true;
+}
+
+std::string shown(const std::string& s) {
+  // Shown in messages: printable ASCII as is, the rest escaped, at most 80 characters.
+  std::string out = "'";
+  for (size_t i = 0; i < s.size() && i < 80; ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out + (s.size() > 80 ? "...'" : "'");
+}
+
+void check_identifier(const std::string& s, const std::string& what) {
+  if (!is_py_identifier(s))
+    bad(what + " " + shown(s) + " is not a Python identifier (ASCII letters, digits and '_', not a keyword)");
+}
+
+[[noreturn]] void refuse_operator(const std::string& node, const AtenOp& op, const std::string& why) {
+  throw FormatError("fxcpp::torch: node " + shown(node) + " calls " + op.qualified +
+                    ", which a file from an untrusted source may not call (" + why +
+                    "). If you made this file yourself, load it with trusted=True (C++: LoadOptions::trusted = true).");
+}
+
+// Note [Enumerations from a file]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Schemas take dtypes, layouts and memory formats as ints, and kernels index
+// tables with them unchecked: aten::view.dtype with -5 kills the process with
+// SIGFPE, aten::scalar_tensor with dtype 200 reads past a table. A file spells
+// them as tagged constants ({"dtype": "float32"}, checked by name); so an int
+// constant or tagged constant passed where the schema takes one must be a
+// value of that enumeration, and unless the file is trusted, a value the
+// graph computes may only be a dtype straight from getattr(tensor, "dtype").
+
+// The number of values of the enumeration `t` takes (through Optional and
+// List), or 0 when it takes none.
+int64_t enum_size(const c10::TypePtr& t, c10::TypeKind* kind) {
+  switch (t->kind()) {
+    case c10::TypeKind::ScalarTypeType: *kind = t->kind(); return static_cast<int64_t>(c10::ScalarType::NumOptions);
+    case c10::TypeKind::LayoutType: *kind = t->kind(); return static_cast<int64_t>(c10::Layout::NumOptions);
+    case c10::TypeKind::MemoryFormatType: *kind = t->kind(); return static_cast<int64_t>(c10::MemoryFormat::NumOptions);
+    case c10::TypeKind::OptionalType:
+    case c10::TypeKind::ListType: return enum_size(t->containedType(0), kind);
+    default: return 0;
+  }
+}
+
+bool is_dtype_getattr(const Node* n) {
+  Primitive p;
+  if (n->op() != Op::CallFunction || !as_primitive(n->target().fn(), &p) || p != Primitive::GetAttr) return false;
+  auto args = n->args();
+  return args.size() == 2 && args[1].kind() == ArgKind::String && args[1].as_string() == "dtype";
+}
+
+void check_enum_value(const Argument& a, c10::TypeKind kind, int64_t size, const std::string& where, bool trusted) {
+  switch (a.kind()) {
+    case ArgKind::Int:
+      if (a.as_int() < 0 || a.as_int() >= size)
+        bad(where + " is " + std::to_string(a.as_int()) + ", which is not a " + c10::typeKindToString(kind) +
+            " (files spell them as {\"dtype\": \"float32\"} and the like)");
+      return;
+    case ArgKind::Foreign:
+      if (const TorchConstant* c = as_torch_constant(a.as_object()); c && c->value.isInt() &&
+                                                                   (c->value.toInt() < 0 || c->value.toInt() >= size))
+        bad(where + " is the " + c->name + " constant, which is not a " + c10::typeKindToString(kind));
+      return;
+    case ArgKind::NodeRef:
+      if (!trusted && !(kind == c10::TypeKind::ScalarTypeType && is_dtype_getattr(a.as_node())))
+        throw FormatError("fxcpp::torch: " + where + " is computed by node " + shown(std::string(a.as_node()->name())) +
+                          "; a file from an untrusted source may pass a " + c10::typeKindToString(kind) +
+                          " only as a constant (or a dtype from getattr(tensor, 'dtype')). If you made this file "
+                          "yourself, load it with trusted=True (C++: LoadOptions::trusted = true).");
+      return;
+    case ArgKind::List:
+    case ArgKind::Tuple:
+      for (const Argument& item : a.items()) check_enum_value(item, kind, size, where, trusted);
+      return;
+    default: return;  // None; anything else the plan refuses by type
+  }
+}
+
+void check_enum_arguments(const std::string& node, const AtenOp& op, const std::vector<Argument>& args,
+                          const KwArgs& kwargs, bool trusted) {
+  const auto& params = op.handle.schema().arguments();
+  auto check = [&](const c10::Argument& param, const Argument& a) {
+    c10::TypeKind kind{};
+    if (int64_t size = enum_size(param.real_type(), &kind))
+      check_enum_value(a, kind, size, "node " + shown(node) + ": argument '" + param.name() + "' of " + op.qualified,
+                       trusted);
+  };
+  for (size_t i = 0; i < args.size() && i < params.size(); ++i) check(params[i], args[i]);
+  for (const auto& kv : kwargs)
+    for (const auto& param : params)
+      if (param.name() == kv.first) check(param, kv.second);
+}
+
 // ---- the graph -------------------------------------------------------------------------
 
-std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor>& tensors) {
+std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor>& tensors, const LoadOptions& options) {
   const Json& nodes = field(doc, "nodes", "graph.json");
   if (!nodes.is_array()) bad("nodes is not an array");
+  auto cls = doc.find("class_name");
+  if (cls != doc.end()) {
+    if (!cls->is_string()) bad("class_name is not a string");
+    check_identifier(cls->get<std::string>(), "class_name");
+  }
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (!is_dotted_path(tensors[i].name))
+      bad("tensors[" + std::to_string(i) + "]: name " + shown(tensors[i].name) +
+          " is not a dotted path of identifiers (\"layer1.0.weight\")");
   auto g = std::make_unique<Graph>();
   std::unordered_map<std::string, Node*> by_name;
   std::unordered_map<std::string, bool> tensor_names;
@@ -352,8 +511,8 @@ std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor
     std::string w = "nodes[" + std::to_string(i) + "]";
     if (have_output) bad(w + ": nodes after the output node");
     std::string name = str_field(j, "name", w), op_text = str_field(j, "op", w);
+    if (!is_py_identifier(name)) check_identifier(name, w + ": node name");
     w += " ('" + name + "')";
-    if (name.empty() || name.size() > 4096) bad(w + ": bad node name");
     if (by_name.count(name)) bad(w + ": repeated node name");
     auto op = parse_op(op_text);
     if (!op || *op == Op::Root) bad(w + ": unknown opcode '" + op_text + "'");
@@ -365,17 +524,24 @@ std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor
     if (j.contains("kwargs")) {
       const Json& kw = j["kwargs"];
       if (!kw.is_object()) bad(w + ".kwargs is not an object");
-      for (auto it = kw.begin(); it != kw.end(); ++it) kwargs.emplace_back(it.key(), dec.value(it.value(), w + ".kwargs"));
+      for (auto it = kw.begin(); it != kw.end(); ++it) {
+        check_identifier(it.key(), w + ": kwargs key");
+        kwargs.emplace_back(it.key(), dec.value(it.value(), w + ".kwargs"));
+      }
     }
     Node* n = nullptr;
     switch (*op) {
-      case Op::Placeholder:
+      case Op::Placeholder: {
         if (args.size() > 1 || !kwargs.empty()) bad(w + ": a placeholder has at most one argument (its default)");
-        n = g->create_node(Op::Placeholder, Target(str_field(j, "target", w)), std::move(args), {}, name);
+        std::string target = str_field(j, "target", w);
+        size_t stars = target.rfind("**", 0) == 0 ? 2 : target.rfind('*', 0) == 0 ? 1 : 0;
+        if (!is_py_identifier(target.substr(stars))) check_identifier(target, w + ": placeholder target");
+        n = g->create_node(Op::Placeholder, Target(target), std::move(args), {}, name);
         break;
+      }
       case Op::GetAttr: {
         std::string target = str_field(j, "target", w);
-        if (!tensor_names.count(target)) bad(w + ": get_attr of '" + target + "', which is not in the tensor table");
+        if (!tensor_names.count(target)) bad(w + ": get_attr of " + shown(target) + ", which is not in the tensor table");
         if (!args.empty() || !kwargs.empty()) bad(w + ": get_attr takes no arguments");
         n = g->create_node(Op::GetAttr, Target(target), {}, {}, name);
         break;
@@ -383,6 +549,13 @@ std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor
       case Op::CallFunction: {
         std::string target = str_field(j, "target", w);
         Object fn = target.find("::") != std::string::npos ? aten_op(target) : primitive(target);
+        if (const AtenOp* op = as_aten_op(fn)) {
+          if (!options.trusted) {
+            std::string why = refusal_reason(*op);
+            if (!why.empty()) refuse_operator(name, *op, why);
+          }
+          check_enum_arguments(name, *op, args, kwargs, options.trusted);
+        }
         n = g->create_node(Op::CallFunction, Target(std::move(fn)), std::move(args), std::move(kwargs), name);
         break;
       }
@@ -431,33 +604,38 @@ Json parse_graph(Archive& archive) {
   return doc;
 }
 
-std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_archive(Archive& archive) {
+std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_archive(Archive& archive, const LoadOptions& options) {
   Json doc = parse_graph(archive);
   auto tensors = read_tensors(doc, archive);
-  auto graph = read_graph(doc, tensors);
+  auto graph = read_graph(doc, tensors, options);
   return {std::move(graph), std::move(tensors)};
 }
 
 }  // namespace
 
-std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std::string& path) {
+std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std::string& path, const LoadOptions& options) {
   Archive archive(std::make_shared<FileAdapter>(path));
-  return read_archive(archive);
+  return read_archive(archive, options);
 }
 
-Module load(const std::string& path, ModuleOptions options) {
-  auto [graph, tensors] = read_file(path);
-  return Module(std::move(graph), std::move(tensors), options);
+Module load(const std::string& path, const LoadOptions& options) {
+  auto [graph, tensors] = read_file(path, options);
+  return Module(std::move(graph), std::move(tensors), ModuleOptions{options.plan_memory});
 }
 
-Module load_from_buffer(const void* data, size_t size, ModuleOptions options) {
+Module load_from_buffer(const void* data, size_t size, const LoadOptions& options) {
   Archive archive(std::make_shared<MemoryAdapter>(data, size));
-  auto [graph, tensors] = read_archive(archive);
-  return Module(std::move(graph), std::move(tensors), options);
+  auto [graph, tensors] = read_archive(archive, options);
+  return Module(std::move(graph), std::move(tensors), ModuleOptions{options.plan_memory});
 }
 
 std::string graph_json(const std::string& path) {
   Archive archive(std::make_shared<FileAdapter>(path));
+  return parse_graph(archive).dump(1);
+}
+
+std::string graph_json_from_buffer(const void* data, size_t size) {
+  Archive archive(std::make_shared<MemoryAdapter>(data, size));
   return parse_graph(archive).dump(1);
 }
 

@@ -2,7 +2,9 @@
 //
 //   fxcpp_torch_run_model MODEL.fxpt IN.bin D0,D1,... OUT.bin [--repeat N]
 //
-// Loads MODEL.fxpt with fxcpp::torch::load, runs it on the float32 tensor of
+// Loads MODEL.fxpt with fxcpp::torch::load (default LoadOptions: the operator
+// allow-list applies, so the model tests also check that lowered models pass
+// it; Note [What a file may make the runtime do]), runs it on the float32 tensor of
 // shape D0,D1,... read from IN.bin (raw little-endian), N times (default 2:
 // the second forward runs the memory-planned path), and writes every tensor
 // of the last output, flattened in output order (dicts in key order), to

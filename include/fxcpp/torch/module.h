@@ -100,13 +100,26 @@ c10::IValue make_list(std::vector<c10::IValue> items);
 /// The newest file format version this build writes and reads.
 constexpr int kFormatVersion = 1;
 
+/// How a file is loaded.
+struct LoadOptions {
+  /// Plan memory (ModuleOptions::plan_memory).
+  bool plan_memory = true;
+  /// The file is the user's own: its operators resolve against the whole
+  /// dispatcher. Off (the default), a file may call only the allow-listed
+  /// operators (Note [What a file may make the runtime do] in
+  /// fxcpp/torch/policy.h). Names are checked either way.
+  bool trusted = false;
+};
+
 /// Reads a file written by `fxcpp.aten.save` (Python). Runs
 /// no code from it. Throws FormatError saying what is wrong (not a zip
-/// archive, missing record, newer version, unknown operator, bad tensor
-/// extent, ...). Tensors are read into memory once and owned by the Module.
-Module load(const std::string& path, ModuleOptions options = {});
+/// archive, missing record, newer version, unknown operator, an operator a
+/// file may not call unless `options.trusted`, a name that is not an
+/// identifier, bad tensor extent, ...). Tensors are read into memory once and
+/// owned by the Module.
+Module load(const std::string& path, const LoadOptions& options = {});
 /// The same from bytes in memory (the whole file).
-Module load_from_buffer(const void* data, size_t size, ModuleOptions options = {});
+Module load_from_buffer(const void* data, size_t size, const LoadOptions& options = {});
 
 /// Writes `graph` and the tensors its get_attr nodes read to `path` in the
 /// format `fxcpp.aten.save` writes (docs/fxpt_format.md, kFormatVersion), so
@@ -130,9 +143,13 @@ void save(const Module& module, const std::string& path);
 std::string save_to_buffer(const Graph& graph, const std::vector<NamedTensor>& tensors);
 
 /// The graph and tensors of a file, without compiling a plan (for tools).
-std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std::string& path);
+/// Checks the file as load() does (`options.plan_memory` is unused).
+std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std::string& path,
+                                                                      const LoadOptions& options = {});
 
 /// The JSON text of a file's graph record, pretty-printed (`fxcpp inspect`).
 std::string graph_json(const std::string& path);
+/// The same from the file's bytes in memory.
+std::string graph_json_from_buffer(const void* data, size_t size);
 
 }  // namespace fxcpp::torch

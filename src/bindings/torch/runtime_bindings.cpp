@@ -12,12 +12,32 @@
 
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <cstring>
 #include <memory>
 
 #include "fxcpp/torch/capture.h"
 #include "fxcpp/torch/module.h"
+#include "fxcpp/torch/policy.h"
 
 namespace fxcpp::py {
+
+namespace {
+
+// Sets a Python exception of `type` whose message is `text`, decoded as UTF-8
+// with backslashreplace: a message that quotes bytes from a file is readable
+// even when they are not UTF-8 (never an empty message).
+void set_error(PyObject* type, const char* text) {
+  PyObject* msg = PyUnicode_DecodeUTF8(text, static_cast<Py_ssize_t>(std::strlen(text)), "backslashreplace");
+  if (!msg) {
+    PyErr_Clear();
+    msg = PyUnicode_FromString("fxcpp: an error whose message could not be decoded");
+    if (!msg) return;  // MemoryError is set
+  }
+  PyErr_SetObject(type, msg);
+  Py_DECREF(msg);
+}
+
+}  // namespace
 
 // This extension's exception boundary (the guard<> / def<> wrappers call it).
 void set_python_error_from_cpp() {
@@ -25,15 +45,15 @@ void set_python_error_from_cpp() {
     throw;
   } catch (const PythonError&) {
   } catch (const torch::InputError& e) {
-    PyErr_SetString(PyExc_TypeError, e.what());
+    set_error(PyExc_TypeError, e.what());
   } catch (const torch::FormatError& e) {
-    PyErr_SetString(PyExc_ValueError, e.what());
+    set_error(PyExc_ValueError, e.what());
   } catch (const c10::Error& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    set_error(PyExc_RuntimeError, e.what_without_backtrace());
   } catch (const std::bad_alloc&) {
     PyErr_NoMemory();
   } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
+    set_error(PyExc_RuntimeError, e.what());
   }
 }
 
@@ -128,47 +148,112 @@ PyObject* make_runtime(torch::Module m) {
   return self.release();
 }
 
-// load(path) -> Runtime
-// load(path, plan_memory=True) -> Runtime
-PyObject* load(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* names[] = {"path", "plan_memory", nullptr};
-  PyObject* path = nullptr;
-  int plan = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p:load", const_cast<char**>(names), &path, &plan))
-    throw PythonError();
-  Ref fs = owned(PyOS_FSPath(path));
-  std::string p(utf8(fs.get(), "path"));
-  std::unique_ptr<torch::Module> m;
-  {
-    // Reading and planning touch no Python object.
-    PyThreadState* ts = PyEval_SaveThread();
+// Runs `fn` with the GIL released (it touches no Python object). Loading
+// errors that are not already FormatErrors (a kernel the planner runs failing
+// on a constant, say) are a bad file too: they become FormatError
+// (ValueError); only running out of memory stays MemoryError.
+template <typename F>
+void load_without_gil(F&& fn) {
+  PyThreadState* ts = PyEval_SaveThread();
+  try {
     try {
-      m = std::make_unique<torch::Module>(torch::load(p, torch::ModuleOptions{plan != 0}));
-    } catch (...) {
-      PyEval_RestoreThread(ts);
+      fn();
+    } catch (const torch::FormatError&) {
       throw;
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const c10::Error& e) {
+      throw torch::FormatError(std::string("fxcpp::torch: cannot load this file: ") + e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      throw torch::FormatError(std::string("fxcpp::torch: cannot load this file: ") + e.what());
     }
+  } catch (...) {
     PyEval_RestoreThread(ts);
+    throw;
   }
+  PyEval_RestoreThread(ts);
+}
+
+// The source of load() and graph_json(): a path (str or os.PathLike) or the
+// whole file as a bytes-like object. Holds the buffer while it lives.
+struct Source {
+  std::string path;
+  Py_buffer view{};
+  bool is_buffer = false;
+  explicit Source(PyObject* o) {
+    if (PyUnicode_Check(o) || (!PyObject_CheckBuffer(o) && PyObject_HasAttrString(o, "__fspath__"))) {
+      Ref fs = owned(PyOS_FSPath(o));
+      if (!PyUnicode_Check(fs.get())) throw torch::InputError("fxcpp: a path must be a str or return one from __fspath__");
+      path = std::string(utf8(fs.get(), "path"));
+    } else if (PyObject_CheckBuffer(o)) {
+      check(PyObject_GetBuffer(o, &view, PyBUF_SIMPLE));
+      is_buffer = true;
+    } else {
+      Ref t = owned(PyObject_Repr(reinterpret_cast<PyObject*>(Py_TYPE(o))));
+      throw torch::InputError("fxcpp: expected a path (str or os.PathLike) or the file's bytes, got " +
+                              std::string(utf8(t.get(), "type name")));
+    }
+  }
+  Source(const Source&) = delete;
+  Source& operator=(const Source&) = delete;
+  ~Source() {
+    if (is_buffer) PyBuffer_Release(&view);
+  }
+};
+
+// load(source, *, plan_memory=True, trusted=False) -> Runtime
+PyObject* load(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* names[] = {"source", "plan_memory", "trusted", nullptr};
+  PyObject* obj = nullptr;
+  int plan = 1, trusted = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$pp:load", const_cast<char**>(names), &obj, &plan, &trusted))
+    throw PythonError();
+  Source source(obj);
+  torch::LoadOptions options;
+  options.plan_memory = plan != 0;
+  options.trusted = trusted != 0;
+  std::unique_ptr<torch::Module> m;
+  // Reading and planning touch no Python object.
+  load_without_gil([&] {
+    m = std::make_unique<torch::Module>(
+        source.is_buffer ? torch::load_from_buffer(source.view.buf, static_cast<size_t>(source.view.len), options)
+                         : torch::load(source.path, options));
+  });
   return make_runtime(std::move(*m));
 }
 
-// load_bytes(data: bytes-like) -> Runtime
+// load_bytes(data: bytes-like) -> Runtime: load(data) (kept for callers of the old name).
 PyObject* load_bytes(PyObject*, PyObject* data) {
-  Py_buffer view;
-  check(PyObject_GetBuffer(data, &view, PyBUF_SIMPLE));
-  struct Release {
-    Py_buffer* v;
-    ~Release() { PyBuffer_Release(v); }
-  } release{&view};
-  return make_runtime(torch::load_from_buffer(view.buf, static_cast<size_t>(view.len)));
+  Source source(data);
+  if (!source.is_buffer) throw torch::InputError("fxcpp: load_bytes takes a bytes-like object");
+  std::unique_ptr<torch::Module> m;
+  load_without_gil([&] {
+    m = std::make_unique<torch::Module>(
+        torch::load_from_buffer(source.view.buf, static_cast<size_t>(source.view.len)));
+  });
+  return make_runtime(std::move(*m));
 }
 
-// graph_json(path) -> str: the file's graph record, pretty-printed.
-PyObject* graph_json(PyObject*, PyObject* path) {
-  Ref fs = owned(PyOS_FSPath(path));
-  std::string text = torch::graph_json(std::string(utf8(fs.get(), "path")));
+// graph_json(source) -> str: the file's graph record, pretty-printed.
+PyObject* graph_json(PyObject*, PyObject* obj) {
+  Source source(obj);
+  std::string text;
+  load_without_gil([&] {
+    text = source.is_buffer ? torch::graph_json_from_buffer(source.view.buf, static_cast<size_t>(source.view.len))
+                            : torch::graph_json(source.path);
+  });
   return PyUnicode_FromStringAndSize(text.data(), static_cast<Py_ssize_t>(text.size()));
+}
+
+// allowed_operators() -> list[str]: every registered overload a file may call
+// without trusted=True ("aten::add.Tensor"; "aten::relu" for a default overload).
+PyObject* allowed_operators(PyObject*, PyObject*) {
+  std::vector<std::string> ops = torch::allowed_operators();
+  Ref l = owned(PyList_New(static_cast<Py_ssize_t>(ops.size())));
+  for (size_t i = 0; i < ops.size(); ++i)
+    PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i),
+                    check(PyUnicode_FromStringAndSize(ops[i].data(), static_cast<Py_ssize_t>(ops[i].size()))));
+  return l.release();
 }
 
 // Runs `fn` with the GIL released (it touches no Python object).
@@ -329,9 +414,13 @@ PyMethodDef runtime_methods[] = {
 
 PyMethodDef module_methods[] = {
     def<load>("load", METH_VARARGS | METH_KEYWORDS,
-              "load(path, plan_memory=True) -> Runtime: reads a .fxpt file into the C++ runtime."),
-    def<load_bytes>("load_bytes", METH_O, "load_bytes(data) -> Runtime: the same from the file's bytes."),
-    def<graph_json>("graph_json", METH_O, "graph_json(path) -> str: the file's graph record."),
+              "load(source, *, plan_memory=True, trusted=False) -> Runtime: reads a .fxpt file (a path, or the "
+              "whole file as bytes) into the C++ runtime. Unless trusted, the file may call only the allow-listed "
+              "operators (allowed_operators())."),
+    def<load_bytes>("load_bytes", METH_O, "load_bytes(data) -> Runtime: load(data)."),
+    def<graph_json>("graph_json", METH_O, "graph_json(source) -> str: the file's graph record (path or bytes)."),
+    def<allowed_operators>("allowed_operators", METH_NOARGS,
+                           "allowed_operators() -> [str]: the registered overloads a file may call unless trusted."),
     def<from_torchscript>("from_torchscript", METH_VARARGS | METH_KEYWORDS,
                           "from_torchscript(source, inputs, out_path, dead_code_elimination=True, execution='real') "
                           "-> dict: captures a TorchScript module (path or bytes) on the example inputs and saves "

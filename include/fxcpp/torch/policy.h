@@ -1,0 +1,90 @@
+// fxcpp torch layer: which operators a loaded file may call.
+//
+// Note [What a file may make the runtime do]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A .fxpt file names its operators as strings ("aten::conv2d"), and the c10
+// dispatcher registers thousands of them, some of which read and write files
+// (aten::from_file), address memory at an offset they do not check
+// (aten::as_strided with a storage offset near 2^62 overflows the bounds
+// check), or build tensors whose invariants nothing checks
+// (aten::_sparse_coo_tensor_unsafe, then to_dense, writes outside the heap
+// buffer). So a file from an untrusted source may make the runtime do only
+// this:
+//   * call the primitives of Note [Runtime targets] (closed, checked set);
+//   * call the operators of the committed allow-list, src/torch/allowed_ops.inc:
+//     the core ATen operator set (torch 2.x tags it `core`) plus the public
+//     functional composites that fxcpp.aten.lower emits for real models
+//     (conv2d, linear, batch_norm, dropout, ...). They compute on their
+//     tensor arguments only: pure or writing only into tensors the graph
+//     passes them, with bounds-checked indexing. Private operators (a leading
+//     underscore) are on it only one by one, checked (aten::_softmax,
+//     aten::_to_copy, ...). Operators that misbehaved when probed with
+//     hostile arguments are left off, each with what it did (grid_sampler_2d
+//     returns uninitialised memory for a bad mode, native_batch_norm reads
+//     short statistics out of bounds, reflection_pad2d crashes on an empty
+//     padding list, ...). scripts/gen_allowed_ops.py derives the list,
+//     documents each exclusion and checks the list against a torch.
+// Whatever the list says, these are refused (hard refusals, from the name and
+// the schema; refusal_reason() below):
+//   * operators outside the `aten` namespace;
+//   * any operator with a Storage argument or return;
+//   * operators that read or write files (from_file, save, load, mmap);
+//   * operators that take raw storages or offsets unchecked (as_strided*,
+//     set_, *unsafe*, from_blob, *storage*, _make_*);
+//   * constructors and accessors of sparse, quantized, mkldnn and nested
+//     tensors (sparse*, *quantiz*, q_*, indices/values, coalesce, csr/csc/bsr/
+//     bsc, ...): their invariants are not checked when they are built;
+//   * operators that return uninitialised memory (empty*, new_empty*,
+//     resize*): they would leak heap contents into the outputs;
+//   * backward kernels (*backward*): they trust their index and shape
+//     arguments, and inference never needs them.
+// Arguments the schema types as a dtype, layout or memory format must be
+// values of that enumeration (kernels index tables with them unchecked), and
+// unless the file is trusted, computed ones may only be a dtype read with
+// getattr(tensor, "dtype") (Note [Enumerations from a file] in load.cpp).
+// A file that calls anything else is refused at load with a FormatError that
+// names the node, the operator, why, and the opt-in. The opt-in,
+// LoadOptions::trusted (Python: trusted=True), is for files the user made: it
+// lifts the list, the hard refusals and the rule on computed enumerations
+// (their operators resolve against the whole dispatcher); enumeration
+// constants and names are checked for every file.
+// Strings a file holds are checked too (Note [Names a file may use] in
+// src/torch/load.cpp). A Module built in C++ from a Graph is the caller's own
+// program: no policy applies there; the policy is about loading files.
+#pragma once
+
+#include <ATen/core/function_schema.h>
+
+#include <string>
+#include <vector>
+
+#include "fxcpp/torch/ops.h"
+
+namespace fxcpp::torch {
+
+/// Why a file from an untrusted source may not call the operator with
+/// `schema`, from the hard refusals alone (namespace, Storage arguments,
+/// dangerous names); empty when none applies. The allow-list cannot override
+/// these. O(schema size + name length).
+std::string hard_refusal(const c10::FunctionSchema& schema);
+
+/// Whether the committed allow-list (src/torch/allowed_ops.inc) names
+/// `name` ("aten::add" and overload "Tensor"; "" for the default overload),
+/// as an overload or through its base name. O(log list size).
+bool on_allow_list(const c10::OperatorName& name);
+
+/// Why a file from an untrusted source may not call `op` (a short clause,
+/// "it reads or writes files"); empty when it may: on the allow-list and not
+/// hit by a hard refusal. O(schema size + log list size).
+std::string refusal_reason(const AtenOp& op);
+
+/// The allow-list's entries as written ("aten::add.Tensor", "aten::relu.default"
+/// for a default overload, "aten::conv2d" for every overload of a base name).
+const std::vector<std::string>& allow_list_entries();
+
+/// The qualified names of every overload registered with this process's
+/// dispatcher that a file may call, as files spell them ("aten::add.Tensor",
+/// "aten::relu" for a default overload), sorted. O(registered operators).
+std::vector<std::string> allowed_operators();
+
+}  // namespace fxcpp::torch

@@ -1,0 +1,106 @@
+// The operator policy for loaded files: Note [What a file may make the runtime
+// do] in include/fxcpp/torch/policy.h.
+#include "fxcpp/torch/policy.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <algorithm>
+#include <set>
+
+namespace fxcpp::torch {
+
+namespace {
+
+// The committed list, one entry per line (src/torch/allowed_ops.inc).
+const char* const kAllowList[] = {
+#include "allowed_ops.inc"
+};
+
+const std::set<std::string>& allow_set() {
+  static const std::set<std::string> set(std::begin(kAllowList), std::end(kAllowList));
+  return set;
+}
+
+bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// The hard refusals by name: `base` is the operator's name without namespace
+// or overload ("from_file"). Each returns its category's clause.
+std::string refusal_by_name(const std::string& base) {
+  for (const char* p : {"file", "save", "load", "mmap"})
+    if (contains(base, p)) return "it reads or writes files";
+  for (const char* p : {"as_strided", "unsafe", "from_blob", "storage", "data_ptr"})
+    if (contains(base, p)) return "it takes raw storages, pointers or offsets without checking them";
+  if (base == "set" || base == "set_" || starts_with(base, "set_") || starts_with(base, "_set_") ||
+      starts_with(base, "_make_"))
+    return "it takes raw storages, pointers or offsets without checking them";
+  for (const char* p : {"sparse", "quantiz", "_coo", "csr", "csc", "bsr", "bsc", "coalesce", "mkldnn", "nested",
+                        "fbgemm", "int_repr", "to_padded", "per_channel", "per_tensor", "qscheme"})
+    if (contains(base, p)) return "it builds or reads sparse, quantized or opaque tensors without checking their invariants";
+  if (starts_with(base, "q_") || starts_with(base, "_q_"))
+    return "it builds or reads sparse, quantized or opaque tensors without checking their invariants";
+  for (const char* n : {"indices", "values", "_indices", "_values", "crow_indices", "col_indices", "ccol_indices",
+                        "row_indices", "_nnz", "dense_dim", "sparse_dim", "_dimI", "_dimV"})
+    if (base == n) return "it builds or reads sparse, quantized or opaque tensors without checking their invariants";
+  for (const char* p : {"empty", "resize"})
+    if (contains(base, p)) return "it returns uninitialised memory";
+  if (contains(base, "backward")) return "it is a backward kernel, which trusts its index and shape arguments";
+  return {};
+}
+
+bool is_storage(const c10::TypePtr& t) {
+  if (!t) return false;
+  if (t->kind() == c10::TypeKind::StorageType) return true;
+  for (const auto& c : t->containedTypes())
+    if (is_storage(c)) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string hard_refusal(const c10::FunctionSchema& schema) {
+  const std::string& qualified = schema.name();
+  size_t sep = qualified.find("::");
+  if (sep == std::string::npos || qualified.compare(0, sep, "aten") != 0)
+    return "it is not in the aten namespace";
+  for (const auto& a : schema.arguments())
+    if (is_storage(a.type())) return "it takes a raw Storage";
+  for (const auto& r : schema.returns())
+    if (is_storage(r.type())) return "it returns a raw Storage";
+  return refusal_by_name(qualified.substr(sep + 2));
+}
+
+bool on_allow_list(const c10::OperatorName& name) {
+  const auto& set = allow_set();
+  if (set.count(name.name)) return true;
+  return set.count(name.name + "." + (name.overload_name.empty() ? std::string("default") : name.overload_name)) > 0;
+}
+
+std::string refusal_reason(const AtenOp& op) {
+  const c10::FunctionSchema& schema = op.handle.schema();
+  std::string hard = hard_refusal(schema);
+  if (!hard.empty()) return hard;
+  if (!on_allow_list(schema.operator_name()))
+    return "it is not on the list of operators that are pure and bounds-checked, src/torch/allowed_ops.inc";
+  return {};
+}
+
+const std::vector<std::string>& allow_list_entries() {
+  static const std::vector<std::string> entries(std::begin(kAllowList), std::end(kAllowList));
+  return entries;
+}
+
+std::vector<std::string> allowed_operators() {
+  std::vector<std::string> out;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (!on_allow_list(name)) continue;
+    auto handle = dispatcher.findSchema(name);
+    if (!handle || !hard_refusal(handle->schema()).empty()) continue;
+    out.push_back(name.name + (name.overload_name.empty() ? "" : "." + name.overload_name));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace fxcpp::torch

@@ -1,0 +1,256 @@
+"""Files from strangers (issue 24): the operator allow-list and the name checks
+of the C++ loader (Note [What a file may make the runtime do] in
+include/fxcpp/torch/policy.h, Note [Names a file may use] in
+src/torch/load.cpp), through fxcpp._C_torch and fxcpp.aten.load in both
+runtimes, and the error boundary's messages."""
+import json
+import keyword
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from fxcpp import _C_torch, aten
+
+FIXTURES = os.path.join(os.path.dirname(__file__), '..', 'cpp_torch', 'fixtures')
+OPT_IN = re.escape('If you made this file yourself, load it with trusted=True (C++: LoadOptions::trusted = true).')
+
+
+def _write(path, doc, records=()):
+    text = json.dumps(doc, separators=(',', ':')).encode() if isinstance(doc, dict) else doc
+    writer = torch._C.PyTorchFileWriter(str(path))
+    writer.write_record('graph.json', text, len(text))
+    for name, data in records:
+        writer.write_record(name, data, len(data))
+    writer.write_end_of_file()
+    return path
+
+
+def _doc(nodes, tensors=(), storages=(), class_name='GraphModule'):
+    return {'format': 'fxcpp-aten', 'version': 1, 'class_name': class_name, 'storages': list(storages),
+            'tensors': list(tensors), 'nodes': nodes}
+
+
+def _ph(name, target=None):
+    return {'op': 'placeholder', 'name': name, 'target': name if target is None else target, 'args': [], 'kwargs': {}}
+
+
+def _call(name, target, *args):
+    return {'op': 'call_function', 'name': name, 'target': target, 'args': list(args), 'kwargs': {}}
+
+
+def _out(value):
+    return {'op': 'output', 'name': 'output', 'target': 'output', 'args': [value], 'kwargs': {}}
+
+
+def _ref(name):
+    return {'node': name}
+
+
+def _assert_refused(path, op, why):
+    message = f"calls {re.escape(op)}, which a file from an untrusted source may not call \\({why}.*{OPT_IN}"
+    with pytest.raises(ValueError, match=message):
+        _C_torch.load(path)
+    with pytest.raises(ValueError, match=message):
+        _C_torch.load(path.read_bytes())
+    for runtime in ('python', 'cpp'):
+        with pytest.raises(ValueError, match=message):
+            aten.load(path, runtime=runtime)
+
+
+def test_from_file_writer_is_refused_and_writes_nothing(tmp_path):
+    marker = tmp_path / 'marker'
+    path = _write(tmp_path / 'writer.fxpt', _doc([
+        _ph('x'),
+        _call('from_file', 'aten::from_file', str(marker), True, 4),
+        _call('copy', 'aten::copy_', _ref('from_file'), _ref('x')),
+        _out(_ref('copy')),
+    ]))
+    _assert_refused(path, 'aten::from_file', 'it reads or writes files')
+    assert not marker.exists()
+
+
+def test_as_strided_with_a_huge_offset_is_refused(tmp_path):
+    path = _write(tmp_path / 'strided.fxpt', _doc([
+        _ph('x'),
+        _call('as_strided', 'aten::as_strided', _ref('x'), {'list': [4]}, {'list': [1]}, 2 ** 62),
+        _out(_ref('as_strided')),
+    ]))
+    _assert_refused(path, 'aten::as_strided', 'it takes raw storages, pointers or offsets')
+
+
+def test_unchecked_sparse_tensor_is_refused(tmp_path):
+    path = _write(tmp_path / 'sparse.fxpt', _doc([
+        _ph('indices'), _ph('values'),
+        _call('sparse', 'aten::_sparse_coo_tensor_unsafe', _ref('indices'), _ref('values'), {'list': [2]}),
+        _call('dense', 'aten::to_dense', _ref('sparse')),
+        _out(_ref('dense')),
+    ]))
+    _assert_refused(path, 'aten::_sparse_coo_tensor_unsafe', 'it takes raw storages')
+
+
+@pytest.mark.parametrize('target, args, why', [
+    # An out-of-range mode int makes the kernel return uninitialised memory.
+    ('aten::grid_sampler_2d', [_ref('x'), _ref('grid'), 7, 9, True], 'it is not on the list'),
+    # Statistics shorter than the channels are read out of bounds.
+    ('aten::native_batch_norm', [_ref('x'), _ref('grid'), None, _ref('grid'), _ref('grid'), False, 0.1, 1e-5],
+     'it is not on the list'),
+    # An empty tensor crashes the process.
+    ('aten::_local_scalar_dense', [_ref('x')], 'it is not on the list'),
+    # So does an empty padding list.
+    ('aten::reflection_pad2d', [_ref('x'), {'list': []}], 'it is not on the list'),
+])
+def test_core_operators_that_misbehave_are_refused(tmp_path, target, args, why):
+    path = _write(tmp_path / 'op.fxpt', _doc([_ph('x'), _ph('grid'), _call('op', target, *args),
+                                             _out(_ref('op'))]))
+    _assert_refused(path, target, why)
+
+
+@pytest.mark.parametrize('call, message', [
+    (_call('v', 'aten::view.dtype', _ref('x'), -5), "argument 'dtype' of aten::view.dtype is -5, which is not a ScalarType"),
+    ({**_call('v', 'aten::scalar_tensor', 1.0), 'kwargs': {'dtype': 200}}, 'is 200, which is not a ScalarType'),
+    ({**_call('v', 'aten::zeros', {'list': [2]}), 'kwargs': {'layout': {'dtype': 'float64'}}},
+     'is the float64 constant, which is not a Layout'),
+])
+def test_enumeration_arguments_are_checked(tmp_path, call, message):
+    """Kernels index tables with dtype/layout ints unchecked (view.dtype(-5): SIGFPE)."""
+    path = _write(tmp_path / 'enum.fxpt', _doc([_ph('x'), call, _out(_ref('v'))]))
+    for load in (lambda: _C_torch.load(path), lambda: _C_torch.load(path, trusted=True),
+                 lambda: aten.load(path, runtime='python'), lambda: aten.load(path, runtime='cpp')):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            load()
+
+
+def test_uninitialised_memory_is_refused_and_trusted_files_may_call_anything(tmp_path):
+    data = tmp_path / 'data.bin'
+    want = torch.tensor([1.5, -2.0, 3.25, 0.0])
+    data.write_bytes(struct.pack('<4f', *want.tolist()))
+    path = _write(tmp_path / 'reader.fxpt', _doc([
+        _call('from_file', 'aten::from_file', str(data), False, 4),
+        _call('empty', 'aten::empty.memory_format', {'list': [2, 3]}),
+        _call('size', 'aten::size.int', _ref('empty'), 1),
+        _out({'tuple': [_ref('from_file'), _ref('size')]}),
+    ]))
+    with pytest.raises(ValueError, match='calls aten::from_file'):
+        _C_torch.load(path)
+    for source in (path, str(path), path.read_bytes(), bytearray(path.read_bytes())):
+        for plan in (True, False):
+            rt = _C_torch.load(source, plan_memory=plan, trusted=True)
+            for _ in range(2):
+                got, size = rt.run()
+                assert torch.equal(got, want) and size == 3
+
+
+def test_fixture_loads_by_default_from_a_path_or_bytes():
+    path = os.path.join(FIXTURES, 'small_v1.fxpt')
+    with open(path, 'rb') as f:
+        data = f.read()
+    for source in (path, data, memoryview(data)):
+        rt = _C_torch.load(source)
+        assert rt.num_instructions() > 0
+        assert _C_torch.graph_json(source) == _C_torch.graph_json(path)
+    with pytest.raises(TypeError, match='expected a path'):
+        _C_torch.load(12)
+    with pytest.raises(TypeError):
+        _C_torch.load(path, True)  # plan_memory and trusted are keyword-only
+
+
+def test_allowed_operators():
+    ops = _C_torch.allowed_operators()
+    assert len(ops) == len(set(ops)) > 150
+    assert {'aten::conv2d', 'aten::add.Tensor', 'aten::relu', 'aten::linear', 'aten::_softmax'} <= set(ops)
+    assert not {'aten::from_file', 'aten::as_strided', 'aten::empty.memory_format', 'aten::copy_',
+                'aten::_sparse_coo_tensor_unsafe', 'aten::set_.source_Storage'} & set(ops)
+    for q in ops:
+        ns, _, rest = q.partition('::')
+        base, _, overload = rest.partition('.')
+        assert ns == 'aten'
+        assert hasattr(getattr(torch.ops.aten, base), overload or 'default'), q
+
+
+def test_generator_rechecks_the_committed_list():
+    """scripts/gen_allowed_ops.py --check: the committed list is what the
+    generator derives (its core section as committed, on a torch without
+    Tag.core), names nothing a refusal hits, and no unchecked private op."""
+    script = os.path.join(os.path.dirname(__file__), '..', '..', 'scripts', 'gen_allowed_ops.py')
+    r = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert 'OK' in r.stdout
+
+
+# ---- names ----------------------------------------------------------------------------
+
+def test_placeholder_target_that_is_python_source_is_refused(tmp_path):
+    marker = tmp_path / 'pwned'
+    target = f"x=__import__('os').system('touch {marker}')"
+    path = _write(tmp_path / 'inject.fxpt', _doc([_ph('x', target), _call('relu', 'aten::relu', _ref('x')),
+                                                  _out(_ref('relu'))]))
+    for runtime in ('python', 'cpp'):
+        with pytest.raises(ValueError, match='placeholder target .* is not a Python identifier'):
+            m = aten.load(path, runtime=runtime)
+            m(torch.randn(2))
+    with pytest.raises(ValueError, match='placeholder target'):
+        _C_torch.load(path, trusted=True)  # trusting a file does not lift the name checks
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize('edit, field', [
+    (lambda d: d['nodes'][1].update(name='relu default'), 'node name'),
+    (lambda d: d['nodes'][1].update(kwargs={'inplace=True) or print(1': False}), 'kwargs key'),
+    (lambda d: d.update(class_name='G(M)'), 'class_name'),
+    (lambda d: (d['tensors'][0].update(name='w")+exec("1'), d['nodes'][2].update(target='w")+exec("1')),
+     'is not a dotted path'),
+])
+def test_names_that_would_become_source_are_refused(tmp_path, edit, field):
+    doc = _doc([_ph('x'), _call('relu', 'aten::relu', _ref('x')),
+                {'op': 'get_attr', 'name': 'w', 'target': 'w', 'args': [], 'kwargs': {}},
+                _call('add', 'aten::add.Tensor', _ref('relu'), _ref('w')), _out(_ref('add'))],
+               tensors=[{'name': 'w', 'kind': 'buffer', 'dtype': 'float32', 'storage': 0, 'offset': 0,
+                         'sizes': [2], 'strides': [1], 'requires_grad': False}],
+               storages=[{'record': 'data/0', 'nbytes': 8}])
+    records = [('data/0', b'\0' * 8)]
+    ok = _write(tmp_path / 'ok.fxpt', doc, records)
+    torch.testing.assert_close(aten.load(ok)(torch.tensor([-1.0, 2.0])), torch.tensor([0.0, 2.0]))
+    edit(doc)
+    path = _write(tmp_path / 'bad.fxpt', doc, records)
+    for runtime in ('python', 'cpp'):
+        with pytest.raises(ValueError, match=re.escape(field)):
+            aten.load(path, runtime=runtime)
+
+
+@settings(max_examples=int(os.environ.get('FXCPP_HYPOTHESIS_MAX_EXAMPLES', 60)), deadline=None, derandomize=True)
+@given(st.one_of(st.text(max_size=12), st.sampled_from(keyword.kwlist + ['*args', '**kw', 'x_1', '_y', '1x', 'x.y',
+                                                                         'ä', 'match', ''])))
+def test_placeholder_targets_are_python_identifiers(target):
+    """A placeholder target loads iff Python would take it as an ASCII
+    parameter name (oracle: str.isidentifier and keyword.iskeyword)."""
+    bare = target[2:] if target.startswith('**') else target[1:] if target.startswith('*') else target
+    want = bare.isascii() and bare.isidentifier() and not keyword.iskeyword(bare)
+    doc = json.dumps(_doc([_ph('x', target), _out(_ref('x'))]), separators=(',', ':')).encode()
+    with tempfile.TemporaryDirectory() as d:
+        path = _write(os.path.join(d, 'p.fxpt'), doc)
+        data = open(path, 'rb').read()
+    try:
+        _C_torch.load(data)
+        loaded = True
+    except ValueError as e:
+        assert 'placeholder target' in str(e), str(e)
+        loaded = False
+    assert loaded == want, target
+
+
+def test_invalid_utf8_gives_a_readable_value_error(tmp_path):
+    text = json.dumps(_doc([_ph('x'), _out(_ref('x'))]), separators=(',', ':')).encode()
+    text = text.replace(b'"GraphModule"', b'"G\xff\xfeM"')
+    path = _write(tmp_path / 'utf8.fxpt', text)
+    for load in (lambda: _C_torch.load(path), lambda: aten.load(path, runtime='cpp'),
+                 lambda: aten.load(path, runtime='python')):
+        with pytest.raises(ValueError) as info:
+            load()
+        assert 'malformed graph.json' in str(info.value)
