@@ -419,17 +419,28 @@ class Compiler {
   // ---- Note [Memory planning] ---------------------------------------------------------
   // Like PyTorch's Static Runtime, a forward writes most intermediate tensors
   // into storage the frame keeps from one call to the next, through the ops'
-  // out= overloads, instead of allocating a tensor per op:
+  // out= overloads, instead of allocating a tensor per op. The rule above all:
+  // a planned buffer is never written while a value that may share its
+  // storage is still alive, and never reaches the caller.
   // * Alias sets. A return the schema marks as aliasing an argument
   //   (`Tensor(a) self -> Tensor(a)`: views, in-place ops) joins that
   //   argument's set; getitem and list concatenation join their container's.
-  //   A set that holds a graph input or reaches the graph output is never
-  //   planned: the caller never receives a planned buffer.
+  //   The results of an op with no alias annotation and no CPU kernel of its
+  //   own (a composite) join the sets of all its tensor arguments: composites
+  //   may return an argument or a view of one without saying so (type_as,
+  //   atleast_1d/2d, einsum, broadcast_tensors, to_dense, conj_physical,
+  //   sum_to_size, ...). A set that holds a graph input or reaches the graph
+  //   output is never planned: the caller never receives a planned buffer.
   // * Candidates. A call with one Tensor return that aliases nothing, whose
   //   op has a CPU kernel of its own (not a composite: their out= overloads
   //   may decompose differently and round differently) and an out= overload
   //   taking the same arguments (found by schema: `add.Tensor` -> `add.out`,
-  //   `sum.dim_IntList` -> `sum.IntList_out`; relu -> clamp_min.out(self, 0)).
+  //   `sum.dim_IntList` -> `sum.IntList_out`; relu -> clamp_min.out(self, 0))
+  //   with a Meta kernel: a structured kernel, which sizes its output before
+  //   writing (not every out= kernel resizes `out`; rrelu_with_noise.out
+  //   would write past the planned buffer). A short list of out= kernels that
+  //   compute something else than their functional form is never used
+  //   (attach_out_variant); tests/python/test_planner_fuzz.py looks for more.
   // * Lifetimes. A candidate's value lives from its instruction to the last
   //   reader of any member of its alias set (a view keeps its base alive).
   //   Values whose lifetimes do not overlap share one storage, assigned by a
@@ -440,7 +451,16 @@ class Compiler {
   //   later forwards call the out= overloads, which resize into it (storage
   //   grows to the largest value it holds, then stays). The out tensors are
   //   reset to size 0 after each forward, so a new input shape resizes
-  //   quietly, and are re-learned when the input dtypes change.
+  //   quietly, and are re-learned when the type of any input changes (a
+  //   tensor's dtype; int, float, bool, complex, str, None; tuples and lists
+  //   by length and items: input_signature), since result dtypes follow them.
+  // * Checks at run time. The static rules trust schemas; a planning frame
+  //   also checks, on every forward, that the result of each op assumed
+  //   fresh (own kernel, no annotation: Instr::fresh) shares no storage with
+  //   its arguments, and that no out= call fails. Either way the frame stops
+  //   planning (Frame::unplanned, until the input types change) before any
+  //   later instruction writes into a buffer, and the forward copies any
+  //   output tensor whose storage is a planned buffer.
   void plan_memory(const LastUses& lu) {
     const uint32_t n = next_slot_;
     std::vector<uint32_t> parent(n);
@@ -573,6 +593,13 @@ class Compiler {
       in.fast = fast_kind(in.out_op->handle);
       return true;
     }
+    // out= kernels that compute something else than their functional form
+    // into an empty `out` (found by tests/python/test_planner_fuzz.py):
+    // binary_cross_entropy.out leaves `out` empty or nan for 0-dim inputs and
+    // fails for others.
+    static const char* const kBrokenOut[] = {"binary_cross_entropy"};
+    for (const char* name : kBrokenOut)
+      if (fn.name() == std::string("aten::") + name) return false;
     const std::string& ov = fn.overload_name();
     std::vector<std::string> candidates;
     if (!ov.empty()) candidates.push_back(ov + "_out");
@@ -592,6 +619,11 @@ class Compiler {
         same = oa[i].name() == fn.arguments()[i].name() && oa[i].type()->str() == fn.arguments()[i].type()->str() &&
                oa[i].kwarg_only() == fn.arguments()[i].kwarg_only();
       if (!same) continue;
+      // Only out= kernels that size their output before writing to it: a
+      // Meta kernel means a structured kernel (shape computed, output
+      // resized, then the kernel). rrelu_with_noise.out, for one, writes
+      // input.numel() elements into `out` without resizing it.
+      if (!h->hasKernelForDispatchKey(c10::DispatchKey::Meta)) continue;
       in.out_op = as_aten_op(aten_op(fn.name() + "." + c));
       in.out_operands = in.operands;
       in.fast = fast_kind(*h);
@@ -1316,17 +1348,27 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
     f.slots[inputs[i].slot] = i < args.size() ? std::move(args[i]) : inputs[i].default_value;
   for (const Instr& in : instrs) {
     try {
+      bool done = false;
       if (in.managed >= 0 && !f.unplanned && f.outs[in.managed].defined()) {
-        if (in.fast != Instr::Fast::None && run_fast(in, f)) {
-          for (uint32_t s : in.frees) f.slots[s] = c10::IValue();
-          continue;
+        try {
+          if (in.fast == Instr::Fast::None || !run_fast(in, f)) {
+            auto& stack = f.stack;
+            for (const Operand& o : in.out_operands) stack.push_back(eval(o, f));
+            stack.emplace_back(f.outs[in.managed]);
+            in.out_op->handle.callBoxed(&stack);
+            f.slots[in.out] = std::move(stack[0]);
+            stack.clear();
+          }
+          done = true;
+        } catch (const c10::Error&) {
+          // An out= kernel that fails where its functional form may not
+          // (normal.Tensor_float.out does not size an empty `out`): the
+          // functional call below decides, and this frame stops planning.
+          f.stack.clear();
+          f.unplanned = unplanned_now = true;
         }
-        auto& stack = f.stack;
-        for (const Operand& o : in.out_operands) stack.push_back(eval(o, f));
-        stack.emplace_back(f.outs[in.managed]);
-        in.out_op->handle.callBoxed(&stack);
-        f.slots[in.out] = std::move(stack[0]);
-        stack.clear();
+      }
+      if (done) {
       } else if (in.op) {
         auto& stack = f.stack;
         for (const Operand& o : in.operands) stack.push_back(eval(o, f));
