@@ -11,6 +11,7 @@
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
 #include <gtest/gtest.h>
+#include <torch/library.h>
 
 #include <climits>
 #include <cmath>
@@ -18,6 +19,14 @@
 #include <thread>
 
 #include "fxcpp/torch/module.h"
+
+// An operator with a CPU kernel of its own and no alias annotation that
+// returns its argument when `same` is true: the planner assumes its result
+// is fresh; the runtime's storage check must catch it (Note [Memory planning]).
+TORCH_LIBRARY_FRAGMENT(fxcpp_runtime_test, m) { m.def("maybe_same(Tensor x, int same) -> Tensor"); }
+TORCH_LIBRARY_IMPL(fxcpp_runtime_test, CPU, m) {
+  m.impl("maybe_same", [](const at::Tensor& x, int64_t same) { return same ? x : x.clone(); });
+}
 
 namespace fxcpp::torch {
 namespace {
@@ -437,6 +446,43 @@ TEST(Runtime, UnannotatedAliasingOpsAreNotMisplanned) {
         at::Tensor g = got[i].toTupleRef().elements()[k].toTensor(), w = want[i].toTupleRef().elements()[k].toTensor();
         ASSERT_EQ(g.sizes(), w.sizes()) << name << " call " << i << " output " << k;
         EXPECT_TRUE(at::allclose(g, w)) << name << " call " << i << " output " << k;
+      }
+  }
+}
+
+TEST(Runtime, StorageCheckCatchesResultsThatAliasTheirArguments) {
+  // a = x + y; r = maybe_same(a); b = x * y (may reuse a's buffer); c = r + b;
+  // a2 = x - y; r2 = maybe_same(a2) (returned); d = x * x; e = d + x; output (c, r2, e).
+  auto build = [] {
+    auto g = std::make_unique<Graph>();
+    Node* x = g->placeholder("x");
+    Node* y = g->placeholder("y");
+    Node* s = g->placeholder("s");
+    Node* a = g->call_function(aten_op("aten::add.Tensor"), {N(x), N(y)});
+    Node* r = g->call_function(aten_op("fxcpp_runtime_test::maybe_same"), {N(a), N(s)});
+    Node* b = g->call_function(aten_op("aten::mul.Tensor"), {N(x), N(y)});
+    Node* c = g->call_function(aten_op("aten::add.Tensor"), {N(r), N(b)});
+    Node* a2 = g->call_function(aten_op("aten::sub.Tensor"), {N(x), N(y)});
+    Node* r2 = g->call_function(aten_op("fxcpp_runtime_test::maybe_same"), {N(a2), N(s)});
+    Node* d = g->call_function(aten_op("aten::mul.Tensor"), {N(x), N(x)});
+    Node* e = g->call_function(aten_op("aten::add.Tensor"), {N(d), N(x)});
+    g->output(Argument::tuple({N(c), N(r2), N(e)}));
+    return g;
+  };
+  for (std::vector<int64_t> flags : {std::vector<int64_t>{1, 1, 1}, {0, 0, 1}, {0, 1, 0}}) {
+    Module planned(build(), {}), eager(build(), {}, ModuleOptions{false});
+    EXPECT_EQ(planned.plan_stats().managed, 4u);
+    std::vector<c10::IValue> got, want;
+    for (int64_t same : flags) {
+      at::Tensor x = at::randn({3, 4}), y = at::randn({3, 4});
+      got.push_back(planned.forward({x, y, same}));
+      want.push_back(eager.forward({x, y, same}));
+    }
+    for (size_t i = 0; i < flags.size(); ++i)
+      for (size_t k = 0; k < 3; ++k) {
+        at::Tensor g = got[i].toTupleRef().elements()[k].toTensor(), w = want[i].toTupleRef().elements()[k].toTensor();
+        ASSERT_EQ(g.sizes(), w.sizes()) << "call " << i << " output " << k;
+        EXPECT_TRUE(at::allclose(g, w)) << "call " << i << " output " << k;
       }
   }
 }

@@ -46,6 +46,7 @@ _LOAD_KW = {'trusted': True} if 'trusted' in inspect.signature(aten.load).parame
 
 # Results that are random or uninitialised: dtype and shape only.
 _UNDETERMINED = ('rand', 'bernoulli', 'normal', 'dropout', 'multinomial', 'uniform', 'exponential', 'geometric',
+                 'ctc_loss', 'scaled_dot_product_attention',  # uninitialised or dropout outputs
                  'cauchy', 'poisson', 'rrelu', 'empty', 'log_normal')
 _DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
            torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool)
