@@ -22,7 +22,10 @@ struct Operand {
   enum class Kind : uint8_t {
     Const,          ///< value
     Slot,           ///< frame slot `slot`
-    SlotToDouble,   ///< frame slot, an int widened to float (schema type float)
+    SlotToDouble,   ///< frame slot, an int or bool widened to float (schema type float)
+    SlotToInt,      ///< frame slot, a bool as an int (schema type int); anything else an Error
+    SlotToBool,     ///< frame slot that must hold a bool (schema type bool)
+    SlotToNumber,   ///< frame slot that must hold an int, float or bool (schema type Scalar)
     SlotToTensor,   ///< frame slot; a number becomes a wrapped-number tensor (schema type Tensor)
     IntList,        ///< typed lists built from `items`
     DoubleList,
@@ -35,6 +38,7 @@ struct Operand {
     Slice,          ///< items: start, stop, step (getitem only)
   };
   Kind kind = Kind::Const;
+  bool optional = false;  ///< SlotTo*: the schema type is optional (None passes)
   uint32_t slot = 0;
   c10::IValue value;
   std::vector<Operand> items;
@@ -865,7 +869,12 @@ class Compiler {
     if (a.is_node()) {
       o = node_operand(a.as_node(), n);
       c10::TypePtr base = t->kind() == K::OptionalType ? t->containedType(0) : t;
+      o.optional = t->kind() == K::OptionalType;
       if (o.kind == Operand::Kind::Slot && base->kind() == K::FloatType) o.kind = Operand::Kind::SlotToDouble;
+      if (o.kind == Operand::Kind::Slot && (base->kind() == K::IntType || base->kind() == K::SymIntType))
+        o.kind = Operand::Kind::SlotToInt;
+      if (o.kind == Operand::Kind::Slot && base->kind() == K::BoolType) o.kind = Operand::Kind::SlotToBool;
+      if (o.kind == Operand::Kind::Slot && base->kind() == K::NumberType) o.kind = Operand::Kind::SlotToNumber;
       if (o.kind == Operand::Kind::Slot && base->kind() == K::TensorType) o.kind = Operand::Kind::SlotToTensor;
       return o;
     }
@@ -1050,14 +1059,36 @@ c10::IValue Plan::eval(const Operand& o, Frame& f) const {
   switch (o.kind) {
     case K::Const: return o.value;
     case K::Slot: return f.slots[o.slot];
+    // A value of the wrong type never reaches a kernel (whose unboxing
+    // would fail an internal assert): Python's conversions, or an Error.
     case K::SlotToDouble: {
       const c10::IValue& v = f.slots[o.slot];
-      return v.isInt() ? c10::IValue(static_cast<double>(v.toInt())) : v;
+      if (v.isDouble() || (v.isNone() && o.optional)) return v;
+      if (v.isInt()) return static_cast<double>(v.toInt());
+      if (v.isBool()) return v.toBool() ? 1.0 : 0.0;
+      throw Error("fxcpp::torch: an argument of type float got " + describe(v));
+    }
+    case K::SlotToInt: {
+      const c10::IValue& v = f.slots[o.slot];
+      if (v.isInt() || (v.isNone() && o.optional)) return v;
+      if (v.isBool()) return static_cast<int64_t>(v.toBool());
+      throw Error("fxcpp::torch: an argument of type int got " + describe(v));
+    }
+    case K::SlotToBool: {
+      const c10::IValue& v = f.slots[o.slot];
+      if (v.isBool() || (v.isNone() && o.optional)) return v;
+      throw Error("fxcpp::torch: an argument of type bool got " + describe(v));
+    }
+    case K::SlotToNumber: {
+      const c10::IValue& v = f.slots[o.slot];
+      if (v.isInt() || v.isDouble() || v.isBool() || v.isComplexDouble() || (v.isNone() && o.optional)) return v;
+      throw Error("fxcpp::torch: an argument of type Scalar got " + describe(v));
     }
     case K::SlotToTensor: {
       const c10::IValue& v = f.slots[o.slot];
+      if (v.isTensor() || (v.isNone() && o.optional)) return v;
       if (v.isInt() || v.isDouble() || v.isBool()) return Compiler::wrapped_number(v);
-      return v;
+      throw Error("fxcpp::torch: an argument of type Tensor got " + describe(v));
     }
     case K::Tuple: {
       std::vector<c10::IValue> items;

@@ -229,3 +229,23 @@ def test_primitive_graphs_match_python(tmp_path, case):
     m = load_cpp(fxcpp.GraphModule(torch.nn.Module(), graph), tmp_path)
     check_against_python(m, graph, inputs)
     check_against_python(m, graph, inputs)  # a second forward on the pooled frame
+
+
+def test_values_reach_kernels_as_their_schema_types(tmp_path):
+    # A node feeding an int, float or bool parameter: bools convert as Python
+    # converts them; anything else is a clear error naming the node, not a
+    # failed internal assert of the kernel's unboxing.
+    g = fxcpp.Graph()
+    x, start, alpha = g.placeholder('x'), g.placeholder('start'), g.placeholder('alpha')
+    n = g.call_function(torch.ops.aten.narrow.default, (x, 0, start, 1))
+    g.output(g.call_function(torch.ops.aten.add.Tensor, (n, n), {'alpha': alpha}))
+    gm = fxcpp.GraphModule(torch.nn.Module(), g)
+    m = load_cpp(gm, tmp_path)
+    t = torch.arange(6.0).reshape(3, 2)
+    for s, a in [(1, 2), (True, 2.5), (2, -1)]:
+        torch.testing.assert_close(m(t, s, a), gm(t, s, a))
+    for s, a, want in [(1.5, 1, 'an argument of type int got a float'), (1, 'no', 'an argument of type Scalar got a str'),
+                       (torch.tensor(1), 1, 'an argument of type int got a Tensor')]:
+        with pytest.raises(RuntimeError, match=rf"node 'narrow_default' \(aten::narrow\) failed: .*{want}|"
+                                               rf"node 'add_tensor' \(aten::add.Tensor\) failed: .*{want}"):
+            m(t, s, a)
