@@ -95,7 +95,8 @@ struct Frame {
   /// An op's result shared storage with an argument although the planner
   /// assumed it would not: this frame runs unplanned until the input types change.
   bool unplanned = false;
-  std::vector<const void*> arg_storages;  ///< scratch of the storage checks
+  std::vector<const void*> arg_storages, result_storages;  ///< scratch of the storage checks
+  std::vector<int64_t> scratch_signature;
 };
 
 // The type of every input, recursively (Note [Memory planning]): a tensor's
@@ -1366,10 +1367,11 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
   if (num_managed) {
     // Out tensors were learned for particular input types (an int input on
     // one call and a float on the next change result dtypes); others re-learn them.
-    std::vector<int64_t> sig;
+    std::vector<int64_t>& sig = f.scratch_signature;
+    sig.clear();
     for (auto& a : args) input_signature(a, sig);
     if (sig != f.signature) {
-      f.signature = std::move(sig);
+      f.signature.swap(sig);
       for (auto& t : f.outs) t = at::Tensor();
       f.unplanned = false;
     }
@@ -1413,7 +1415,8 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
           // A result that shares storage with an argument, against what the
           // planner assumed: stop writing into planned buffers (the argument
           // may live in one) for this frame (Note [Memory planning]).
-          std::vector<const void*> results;
+          std::vector<const void*>& results = f.result_storages;
+          results.clear();
           for (auto& v : stack) collect_storages(v, results);
           for (const void* r : results)
             for (const void* a : f.arg_storages)
