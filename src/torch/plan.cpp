@@ -162,6 +162,46 @@ c10::IValue copy_out_of(const c10::IValue& v, const std::vector<const void*>& pl
   return v;
 }
 
+// Note [Views stay inside their storage]: an op's result may be a view
+// whose offset, sizes and strides come from the file (as_strided,
+// _reshape_alias, ...), and some ATen bounds checks overflow or are missing.
+// Every tensor an op returns is checked, before any later op reads it, to
+// reach only bytes of its own storage; a result that does not is an Error.
+void check_extent(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage() || t.is_quantized() || t.layout() != c10::Layout::Strided) return;
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (impl->numel() == 0) return;
+  int64_t last = impl->storage_offset();
+  bool ok = last >= 0;
+  const auto sizes = impl->sizes();
+  const auto strides = impl->strides();
+  for (size_t d = 0; ok && d < sizes.size(); ++d) {
+    int64_t step = 0;
+    ok = strides[d] >= 0 && !__builtin_mul_overflow(sizes[d] - 1, strides[d], &step) &&
+         !__builtin_add_overflow(last, step, &last);
+  }
+  int64_t bytes = 0;
+  ok = ok && !__builtin_add_overflow(last, int64_t(1), &last) &&
+       !__builtin_mul_overflow(last, static_cast<int64_t>(t.dtype().itemsize()), &bytes) &&
+       static_cast<uint64_t>(bytes) <= impl->unsafe_storage().nbytes();
+  if (!ok) {
+    std::string shape;
+    for (size_t d = 0; d < sizes.size(); ++d)
+      shape += (d ? ", " : "") + std::to_string(sizes[d]) + ":" + std::to_string(strides[d]);
+    throw Error("the result (offset " + std::to_string(impl->storage_offset()) + ", size:stride " + shape +
+                ") reaches outside its storage of " + std::to_string(impl->unsafe_storage().nbytes()) +
+                " bytes; the runtime refuses views that read or write other memory");
+  }
+}
+
+void check_extents(const c10::IValue& v, int depth = 0) {
+  if (v.isTensor()) {
+    check_extent(v.toTensor());
+  } else if ((v.isTuple() || v.isList()) && depth < 64) {
+    for (auto& i : v.isTuple() ? v.toTupleRef().elements() : v.toListRef()) check_extents(i, depth + 1);
+  }
+}
+
 // The storages of the tensors in `v` (tensors, lists and tuples of them).
 void collect_storages(const c10::IValue& v, std::vector<const void*>& out, int depth = 0) {
   if (v.isTensor()) {
@@ -1422,6 +1462,7 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
             for (const void* a : f.arg_storages)
               if (r == a) f.unplanned = unplanned_now = true;
         }
+        for (auto& v : stack) check_extents(v);  // Note [Views stay inside their storage]
         if (in.managed >= 0 && !f.unplanned) learn_out(in, f, stack[0]);
         if (in.num_returns == 1) {
           f.slots[in.out] = std::move(stack[0]);

@@ -487,6 +487,37 @@ TEST(Runtime, StorageCheckCatchesResultsThatAliasTheirArguments) {
   }
 }
 
+TEST(Runtime, ViewsOutsideTheirStorageAreRefused) {
+  // Note [Views stay inside their storage]: as_strided with an offset whose
+  // byte size overflows passes PyTorch's check; _reshape_alias checks nothing.
+  auto build = [](bool reshape) {
+    auto g = std::make_unique<Graph>();
+    Node* x = g->placeholder("x");
+    Node* a = g->call_function(aten_op("aten::mul.Tensor"), {N(x), Argument::integer(1)});
+    auto list = [](std::vector<int64_t> v) {
+      std::vector<Argument> items;
+      for (int64_t i : v) items.push_back(Argument::integer(i));
+      return Argument::list(std::move(items));
+    };
+    Node* v = reshape ? g->call_function(aten_op("aten::_reshape_alias"), {N(a), list({6}), list({7})})
+                      : g->call_function(aten_op("aten::as_strided"),
+                                         {N(a), list({4}), list({1}), Argument::integer(int64_t(1) << 62)});
+    g->output(N(g->call_function(aten_op("aten::add.Tensor"), {N(v), Argument::integer(1)})));
+    return g;
+  };
+  for (bool reshape : {false, true}) {
+    Module m(build(reshape), {});
+    for (int i = 0; i < 2; ++i) {
+      try {
+        m.forward({at::randn({6})});
+        ADD_FAILURE() << "a view outside its storage was read";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("reaches outside its storage"), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
 TEST(Runtime, PlannedPathKeysOnTheTypesOfAllInputs) {
   // r = (x + x) * n, out = r + 1: r's dtype follows n's type.
   auto build = [] {

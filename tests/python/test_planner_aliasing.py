@@ -161,3 +161,21 @@ def test_out_kernels_that_differ_from_their_functional_form_are_not_planned(tmp_
     gm = _chain_around(call, *shapes)
     m = load_cpp(gm, tmp_path)
     run_three_times(gm, m, lambda i: tuple(torch.rand(s) for s in shapes))
+
+
+@pytest.mark.parametrize('name,view', [
+    # PyTorch's own bounds check multiplies the offset by the element size and overflows.
+    ('as_strided', lambda g, x: g.call_function(A.as_strided.default, (x, [4], [1], 2 ** 62))),
+    # _reshape_alias checks nothing.
+    ('_reshape_alias', lambda g, x: g.call_function(A._reshape_alias.default, (x, [6], [7]))),
+])
+def test_views_outside_their_storage_are_refused(tmp_path, name, view):
+    # Note [Views stay inside their storage]: refused before anything reads them.
+    g = fxcpp.Graph()
+    x = g.placeholder('x')
+    v = view(g, g.call_function(A.mul.Tensor, (x, 1)))
+    g.output((g.call_function(A.add.Tensor, (v, 1)),))
+    m = load_cpp(fxcpp.GraphModule(torch.nn.Module(), g), tmp_path)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match='reaches outside its storage'):
+            m(torch.randn(6))
