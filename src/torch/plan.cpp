@@ -306,7 +306,8 @@ double int_truediv(int64_t x, int64_t y) {
   unsigned __int128 num = static_cast<unsigned __int128>(ax) << shift;  // < 2**(64+57+1)
   unsigned __int128 q = num / ay, r = num % ay;
   if (r != 0) q |= 1;
-  // q < 2**66: convert through its top 64 bits (plus sticky) to stay exact.
+  // q has 57 to 64 bits; were it wider, halving with the sticky bit kept
+  // would still round once.
   int drop = 0;
   while ((q >> 64) != 0) {
     q = (q >> 1) | (q & 1);
