@@ -73,6 +73,11 @@ fuzz: build
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_fuzz_diff.py
 	FXCPP_HYPOTHESIS_PROFILE=fuzz FXCPP_HYPOTHESIS_MAX_EXAMPLES=$${FXCPP_HYPOTHESIS_MAX_EXAMPLES:-2000} \
 	  $(PYTHON) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_fuzz_api.py
+	# The runtime's primitives against Python, and every OpInfo operator through the planned runtime
+	# (FXCPP_PLANNER_FUZZ_SAMPLES samples per operator and dtype).
+	FXCPP_HYPOTHESIS_MAX_EXAMPLES=$${FXCPP_HYPOTHESIS_MAX_EXAMPLES:-2000} FXCPP_PLANNER_FUZZ_SAMPLES=$${FXCPP_PLANNER_FUZZ_SAMPLES:-8} \
+	  $(PYTHON) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_runtime_primitives_fuzz.py \
+	  tests/python/test_planner_fuzz.py
 
 # PyTorch 1.13.1's own torch.fx tests on torch.fx and on fxcpp, side by side (scripts/upstream/).
 # UPSTREAM_SELECTION=all adds TestFunctionalTracing/TestVisionTracing (~30 min);

@@ -22,7 +22,10 @@ struct Operand {
   enum class Kind : uint8_t {
     Const,          ///< value
     Slot,           ///< frame slot `slot`
-    SlotToDouble,   ///< frame slot, an int widened to float (schema type float)
+    SlotToDouble,   ///< frame slot, an int or bool widened to float (schema type float)
+    SlotToInt,      ///< frame slot, a bool as an int (schema type int); anything else an Error
+    SlotToBool,     ///< frame slot that must hold a bool (schema type bool)
+    SlotToNumber,   ///< frame slot that must hold an int, float or bool (schema type Scalar)
     SlotToTensor,   ///< frame slot; a number becomes a wrapped-number tensor (schema type Tensor)
     IntList,        ///< typed lists built from `items`
     DoubleList,
@@ -35,6 +38,7 @@ struct Operand {
     Slice,          ///< items: start, stop, step (getitem only)
   };
   Kind kind = Kind::Const;
+  bool optional = false;  ///< SlotTo*: the schema type is optional (None passes)
   uint32_t slot = 0;
   c10::IValue value;
   std::vector<Operand> items;
@@ -64,6 +68,10 @@ struct Instr {
   /// through typed handles, skipping the IValue stack and the boxing
   /// wrappers; anything unexpected at run time takes the boxed path.
   enum class Fast : uint8_t { None, TensorTensorScalar, TensorTensor, TensorScalar } fast = Fast::None;
+  /// The planner assumed this op's results share no storage with its
+  /// arguments (no alias annotation, a CPU kernel of its own): a planning
+  /// frame checks that on each call (Note [Memory planning]).
+  bool fresh = false;
 };
 
 using TensorTensorScalarOut = at::Tensor&(const at::Tensor&, const at::Tensor&, const c10::Scalar&, at::Tensor&);
@@ -83,8 +91,128 @@ struct Frame {
   std::vector<c10::IValue> stack;
   std::vector<at::Tensor> outs;       ///< by Instr::managed; undefined until learned
   std::vector<c10::Storage> buffers;  ///< by Instr::buffer
-  std::vector<int64_t> signature;     ///< input dtypes the outs were learned for
+  std::vector<int64_t> signature;     ///< input types the outs were learned for (input_signature)
+  /// An op's result shared storage with an argument although the planner
+  /// assumed it would not: this frame runs unplanned until the input types change.
+  bool unplanned = false;
+  std::vector<const void*> arg_storages, result_storages;  ///< scratch of the storage checks
+  std::vector<int64_t> scratch_signature;
 };
+
+// The type of every input, recursively (Note [Memory planning]): a tensor's
+// dtype, or a tag for each other kind; sequences add their kind and length.
+void input_signature(const c10::IValue& v, std::vector<int64_t>& sig, int depth = 0) {
+  enum : int64_t { kNone = 1000, kInt, kDouble, kBool, kComplex, kString, kTuple, kList, kEnd, kOther, kDeep };
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    sig.push_back(t.defined() ? static_cast<int64_t>(t.scalar_type()) : kNone);
+  } else if (v.isNone()) {
+    sig.push_back(kNone);
+  } else if (v.isInt()) {
+    sig.push_back(kInt);
+  } else if (v.isDouble()) {
+    sig.push_back(kDouble);
+  } else if (v.isBool()) {
+    sig.push_back(kBool);
+  } else if (v.isComplexDouble()) {
+    sig.push_back(kComplex);
+  } else if (v.isString()) {
+    sig.push_back(kString);
+  } else if (v.isTuple() || v.isList()) {
+    if (depth > 64) {
+      sig.push_back(kDeep);
+      return;
+    }
+    c10::ArrayRef<c10::IValue> items = v.isTuple() ? v.toTupleRef().elements() : v.toListRef();
+    sig.push_back(v.isTuple() ? kTuple : kList);
+    sig.push_back(static_cast<int64_t>(items.size()));
+    for (auto& i : items) input_signature(i, sig, depth + 1);
+    sig.push_back(kEnd);
+  } else {
+    sig.push_back(kOther);
+  }
+}
+
+// `v` with every tensor whose storage is one of `planned` replaced by a copy.
+c10::IValue copy_out_of(const c10::IValue& v, const std::vector<const void*>& planned, int depth = 0) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined() || !t.has_storage()) return v;
+    const void* s = t.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+    for (const void* p : planned)
+      if (p == s) return t.clone();
+    return v;
+  }
+  if (depth > 64) return v;
+  if (v.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (auto& i : v.toTupleRef().elements()) items.push_back(copy_out_of(i, planned, depth + 1));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  if (v.isList()) {
+    std::vector<c10::IValue> items;
+    for (auto& i : v.toListRef()) items.push_back(copy_out_of(i, planned, depth + 1));
+    return make_list(std::move(items));
+  }
+  if (v.isGenericDict()) {
+    c10::impl::GenericDict d(v.toGenericDict().keyType(), v.toGenericDict().valueType());
+    for (auto& kv : v.toGenericDict()) d.insert_or_assign(kv.key(), copy_out_of(kv.value(), planned, depth + 1));
+    return d;
+  }
+  return v;
+}
+
+// Note [Views stay inside their storage]: an op's result may be a view
+// whose offset, sizes and strides come from the file (as_strided,
+// _reshape_alias, ...), and some ATen bounds checks overflow or are missing.
+// Every tensor an op returns is checked, before any later op reads it, to
+// reach only bytes of its own storage; a result that does not is an Error.
+void check_extent(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage() || t.is_quantized() || t.layout() != c10::Layout::Strided) return;
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (impl->numel() == 0) return;
+  int64_t last = impl->storage_offset();
+  bool ok = last >= 0;
+  const auto sizes = impl->sizes();
+  const auto strides = impl->strides();
+  for (size_t d = 0; ok && d < sizes.size(); ++d) {
+    int64_t step = 0;
+    ok = strides[d] >= 0 && !__builtin_mul_overflow(sizes[d] - 1, strides[d], &step) &&
+         !__builtin_add_overflow(last, step, &last);
+  }
+  int64_t bytes = 0;
+  ok = ok && !__builtin_add_overflow(last, int64_t(1), &last) &&
+       !__builtin_mul_overflow(last, static_cast<int64_t>(t.dtype().itemsize()), &bytes) &&
+       static_cast<uint64_t>(bytes) <= impl->unsafe_storage().nbytes();
+  if (!ok) {
+    std::string shape;
+    for (size_t d = 0; d < sizes.size(); ++d)
+      shape += (d ? ", " : "") + std::to_string(sizes[d]) + ":" + std::to_string(strides[d]);
+    throw Error("the result (offset " + std::to_string(impl->storage_offset()) + ", size:stride " + shape +
+                ") reaches outside its storage of " + std::to_string(impl->unsafe_storage().nbytes()) +
+                " bytes; the runtime refuses views that read or write other memory");
+  }
+}
+
+void check_extents(const c10::IValue& v, int depth = 0) {
+  if (v.isTensor()) {
+    check_extent(v.toTensor());
+  } else if ((v.isTuple() || v.isList()) && depth < 64) {
+    for (auto& i : v.isTuple() ? v.toTupleRef().elements() : v.toListRef()) check_extents(i, depth + 1);
+  }
+}
+
+// The storages of the tensors in `v` (tensors, lists and tuples of them).
+void collect_storages(const c10::IValue& v, std::vector<const void*>& out, int depth = 0) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (t.defined() && t.has_storage()) out.push_back(t.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl());
+  } else if ((v.isTuple() || v.isList()) && depth < 64) {
+    for (auto& i : v.isTuple() ? v.toTupleRef().elements() : v.toListRef()) collect_storages(i, out, depth + 1);
+  } else if (v.isGenericDict() && depth < 64) {
+    for (auto& kv : v.toGenericDict()) collect_storages(kv.value(), out, depth + 1);
+  }
+}
 
 std::string describe(const c10::IValue& v) {
   if (v.isTensor()) return "a Tensor";
@@ -104,16 +232,135 @@ const Argument* find_key(const Argument& dict, const char* key) {
   return nullptr;
 }
 
-// Python semantics for int // and %.
-int64_t floordiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
+// ---- Note [Primitive semantics] ------------------------------------------------------
+// The primitives compute as Python does on the values a file or a caller can
+// give them (ints are int64: files store 64-bit ints, inputs must fit), and
+// never with undefined behaviour:
+// * bool operands are ints (True + True == 2, -True == -1).
+// * int + - * neg // %: exact, with Python's floor rounding and the sign of %
+//   following the divisor. Where Python's result leaves int64 (it would be a
+//   big integer: INT64_MIN // -1, -INT64_MIN, products past 2**63) the runtime
+//   raises Error saying so instead of wrapping. INT64_MIN % -1 is 0, as in
+//   Python; // and % by zero raise.
+// * int / int: correctly rounded, as Python's int true division is (not the
+//   double-rounded double(a) / double(b) when an operand exceeds 2**53).
+// * An int with a float is converted to the nearest float first (exact for
+//   |x| <= 2**53), then float semantics: IEEE + - * /, / by zero raises;
+//   // and % as Python's float_floor_div/float_rem (floor of the quotient
+//   recomputed from fmod, -0.0 kept where Python keeps it, % takes the
+//   divisor's sign, inf and nan propagate), by zero raises.
+// * Slices adjust their bounds as CPython's PySlice_Unpack and
+//   PySlice_AdjustIndices do (clamping, step limited to -INT64_MAX), compute
+//   the result length first and index start + i * step, which stays in range.
+[[noreturn]] void int_overflow(Primitive p, int64_t x, int64_t y, bool unary = false) {
+  throw Error(std::string("integer overflow: ") + primitive_name(p) + " of " + std::to_string(x) +
+              (unary ? "" : " and " + std::to_string(y)) +
+              " does not fit in 64 bits (Python would give a big integer; the runtime computes on int64)");
 }
-int64_t pymod(int64_t a, int64_t b) {
-  int64_t r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
-  return r;
+
+int64_t int_arith(Primitive p, int64_t x, int64_t y) {
+  int64_t r = 0;
+  switch (p) {
+    case Primitive::Add:
+      if (__builtin_add_overflow(x, y, &r)) int_overflow(p, x, y);
+      return r;
+    case Primitive::Sub:
+      if (__builtin_sub_overflow(x, y, &r)) int_overflow(p, x, y);
+      return r;
+    case Primitive::Mul:
+      if (__builtin_mul_overflow(x, y, &r)) int_overflow(p, x, y);
+      return r;
+    case Primitive::FloorDiv: {
+      if (y == 0) throw Error("integer division or modulo by zero");
+      if (x == INT64_MIN && y == -1) int_overflow(p, x, y);
+      int64_t q = x / y;
+      if (x % y != 0 && ((x < 0) != (y < 0))) --q;
+      return q;
+    }
+    case Primitive::Mod: {
+      if (y == 0) throw Error("integer division or modulo by zero");
+      if (y == -1) return 0;  // INT64_MIN % -1 is undefined in C++
+      int64_t m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) m += y;  // |m| < |y|: no overflow
+      return m;
+    }
+    default:
+      throw Error(std::string(primitive_name(p)) + " is not an integer operation");
+  }
+}
+
+int bit_length(uint64_t v) { return v ? 64 - __builtin_clzll(v) : 0; }
+
+// x / y correctly rounded to double (y != 0), as Python's int true division.
+double int_truediv(int64_t x, int64_t y) {
+  const uint64_t ax = x < 0 ? 0 - static_cast<uint64_t>(x) : static_cast<uint64_t>(x);
+  const uint64_t ay = y < 0 ? 0 - static_cast<uint64_t>(y) : static_cast<uint64_t>(y);
+  constexpr uint64_t kExact = uint64_t(1) << 53;
+  if (ax <= kExact && ay <= kExact) return static_cast<double>(x) / static_cast<double>(y);  // both exact: one rounding
+  if (ax == 0) return (y < 0) ? -0.0 : 0.0;
+  // Scale so that the integer quotient has at least 56 bits, then fold the
+  // remainder into a sticky bit below the rounding position: converting that
+  // quotient rounds once, exactly as the real quotient would.
+  int shift = 57 + bit_length(ay) - bit_length(ax);
+  if (shift < 0) shift = 0;
+  unsigned __int128 num = static_cast<unsigned __int128>(ax) << shift;  // < 2**(64+57+1)
+  unsigned __int128 q = num / ay, r = num % ay;
+  if (r != 0) q |= 1;
+  // q has 57 to 64 bits; were it wider, halving with the sticky bit kept
+  // would still round once.
+  int drop = 0;
+  while ((q >> 64) != 0) {
+    q = (q >> 1) | (q & 1);
+    ++drop;
+  }
+  double d = std::ldexp(static_cast<double>(static_cast<uint64_t>(q)), drop - shift);
+  return ((x < 0) != (y < 0)) ? -d : d;
+}
+
+// Python's float // and % (float_floor_div / float_rem), y != 0.
+double float_mod(double x, double y) {
+  double m = std::fmod(x, y);
+  if (m != 0) {
+    if ((y < 0) != (m < 0)) m += y;
+  } else {
+    m = std::copysign(0.0, y);
+  }
+  return m;
+}
+double float_floordiv(double x, double y) {
+  double m = std::fmod(x, y);
+  double div = (x - m) / y;
+  if (m != 0 && ((y < 0) != (m < 0))) div -= 1.0;
+  if (div == 0) return std::copysign(0.0, x / y);
+  double fl = std::floor(div);
+  if (div - fl > 0.5) fl += 1.0;
+  return fl;
+}
+
+// CPython's slice adjustment for a sequence of `size` items. Returns the
+// number of items picked; start and step index them (start + i * step).
+int64_t adjust_slice(int64_t size, c10::optional<int64_t> ostart, c10::optional<int64_t> ostop,
+                     c10::optional<int64_t> ostep, int64_t* start_out, int64_t* step_out) {
+  int64_t step = ostep ? *ostep : 1;
+  if (step == 0) throw Error("slice step cannot be zero");
+  if (step < -INT64_MAX) step = -INT64_MAX;  // so that -step exists
+  int64_t start = ostart ? *ostart : (step < 0 ? INT64_MAX : 0);
+  int64_t stop = ostop ? *ostop : (step < 0 ? INT64_MIN : INT64_MAX);
+  auto adjust = [&](int64_t& v) {
+    if (v < 0) {
+      v += size;  // v < 0 <= size: no overflow
+      if (v < 0) v = step < 0 ? -1 : 0;
+    } else if (v >= size) {
+      v = step < 0 ? size - 1 : size;
+    }
+  };
+  adjust(start);
+  adjust(stop);
+  *start_out = start;
+  *step_out = step;
+  // start, stop in [-1, size]: the differences fit.
+  if (step < 0) return stop < start ? (start - stop - 1) / (-step) + 1 : 0;
+  return start < stop ? (stop - start - 1) / step + 1 : 0;
 }
 
 }  // namespace
@@ -218,17 +465,28 @@ class Compiler {
   // ---- Note [Memory planning] ---------------------------------------------------------
   // Like PyTorch's Static Runtime, a forward writes most intermediate tensors
   // into storage the frame keeps from one call to the next, through the ops'
-  // out= overloads, instead of allocating a tensor per op:
+  // out= overloads, instead of allocating a tensor per op. The rule above all:
+  // a planned buffer is never written while a value that may share its
+  // storage is still alive, and never reaches the caller.
   // * Alias sets. A return the schema marks as aliasing an argument
   //   (`Tensor(a) self -> Tensor(a)`: views, in-place ops) joins that
   //   argument's set; getitem and list concatenation join their container's.
-  //   A set that holds a graph input or reaches the graph output is never
-  //   planned: the caller never receives a planned buffer.
+  //   The results of an op with no alias annotation and no CPU kernel of its
+  //   own (a composite) join the sets of all its tensor arguments: composites
+  //   may return an argument or a view of one without saying so (type_as,
+  //   atleast_1d/2d, einsum, broadcast_tensors, to_dense, conj_physical,
+  //   sum_to_size, ...). A set that holds a graph input or reaches the graph
+  //   output is never planned: the caller never receives a planned buffer.
   // * Candidates. A call with one Tensor return that aliases nothing, whose
   //   op has a CPU kernel of its own (not a composite: their out= overloads
   //   may decompose differently and round differently) and an out= overload
   //   taking the same arguments (found by schema: `add.Tensor` -> `add.out`,
-  //   `sum.dim_IntList` -> `sum.IntList_out`; relu -> clamp_min.out(self, 0)).
+  //   `sum.dim_IntList` -> `sum.IntList_out`; relu -> clamp_min.out(self, 0))
+  //   with a Meta kernel: a structured kernel, which sizes its output before
+  //   writing (not every out= kernel resizes `out`; rrelu_with_noise.out
+  //   would write past the planned buffer). A short list of out= kernels that
+  //   compute something else than their functional form is never used
+  //   (attach_out_variant); tests/python/test_planner_fuzz.py looks for more.
   // * Lifetimes. A candidate's value lives from its instruction to the last
   //   reader of any member of its alias set (a view keeps its base alive).
   //   Values whose lifetimes do not overlap share one storage, assigned by a
@@ -239,7 +497,16 @@ class Compiler {
   //   later forwards call the out= overloads, which resize into it (storage
   //   grows to the largest value it holds, then stays). The out tensors are
   //   reset to size 0 after each forward, so a new input shape resizes
-  //   quietly, and are re-learned when the input dtypes change.
+  //   quietly, and are re-learned when the type of any input changes (a
+  //   tensor's dtype; int, float, bool, complex, str, None; tuples and lists
+  //   by length and items: input_signature), since result dtypes follow them.
+  // * Checks at run time. The static rules trust schemas; a planning frame
+  //   also checks, on every forward, that the result of each op assumed
+  //   fresh (own kernel, no annotation: Instr::fresh) shares no storage with
+  //   its arguments, and that no out= call fails. Either way the frame stops
+  //   planning (Frame::unplanned, until the input types change) before any
+  //   later instruction writes into a buffer, and the forward copies any
+  //   output tensor whose storage is a planned buffer.
   void plan_memory(const LastUses& lu) {
     const uint32_t n = next_slot_;
     std::vector<uint32_t> parent(n);
@@ -267,6 +534,20 @@ class Compiler {
         continue;
       }
       const auto& schema = in.op->handle.schema();
+      bool annotated = false;
+      for (const c10::Argument& ret : schema.returns()) annotated |= ret.alias_info() != nullptr;
+      if (!annotated && !in.op->handle.hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+        // A composite may return an argument, or a view of one, with no
+        // annotation saying so (type_as, atleast_1d, einsum, conj_physical on
+        // real tensors, sum_to_size to the same size, ...): its results join
+        // the sets of all its tensor arguments.
+        for (size_t a = 0; a < schema.arguments().size() && a < in.operands.size(); ++a)
+          if (schema.arguments()[a].type()->str().find("Tensor") != std::string::npos)
+            each_slot(in.operands[a], [&](uint32_t s) { unite(in.out, s); });
+        continue;
+      }
+      // Its own kernel, no annotation: results are assumed fresh, and checked.
+      in.fresh = !annotated;
       for (const c10::Argument& ret : schema.returns()) {
         if (!ret.alias_info()) continue;
         for (size_t a = 0; a < schema.arguments().size() && a < in.operands.size(); ++a) {
@@ -358,6 +639,13 @@ class Compiler {
       in.fast = fast_kind(in.out_op->handle);
       return true;
     }
+    // out= kernels that compute something else than their functional form
+    // into an empty `out` (found by tests/python/test_planner_fuzz.py):
+    // binary_cross_entropy.out leaves `out` empty or nan for 0-dim inputs and
+    // fails for others.
+    static const char* const kBrokenOut[] = {"binary_cross_entropy"};
+    for (const char* name : kBrokenOut)
+      if (fn.name() == std::string("aten::") + name) return false;
     const std::string& ov = fn.overload_name();
     std::vector<std::string> candidates;
     if (!ov.empty()) candidates.push_back(ov + "_out");
@@ -377,6 +665,11 @@ class Compiler {
         same = oa[i].name() == fn.arguments()[i].name() && oa[i].type()->str() == fn.arguments()[i].type()->str() &&
                oa[i].kwarg_only() == fn.arguments()[i].kwarg_only();
       if (!same) continue;
+      // Only out= kernels that size their output before writing to it: a
+      // Meta kernel means a structured kernel (shape computed, output
+      // resized, then the kernel). rrelu_with_noise.out, for one, writes
+      // input.numel() elements into `out` without resizing it.
+      if (!h->hasKernelForDispatchKey(c10::DispatchKey::Meta)) continue;
       in.out_op = as_aten_op(aten_op(fn.name() + "." + c));
       in.out_operands = in.operands;
       in.fast = fast_kind(*h);
@@ -618,7 +911,12 @@ class Compiler {
     if (a.is_node()) {
       o = node_operand(a.as_node(), n);
       c10::TypePtr base = t->kind() == K::OptionalType ? t->containedType(0) : t;
+      o.optional = t->kind() == K::OptionalType;
       if (o.kind == Operand::Kind::Slot && base->kind() == K::FloatType) o.kind = Operand::Kind::SlotToDouble;
+      if (o.kind == Operand::Kind::Slot && (base->kind() == K::IntType || base->kind() == K::SymIntType))
+        o.kind = Operand::Kind::SlotToInt;
+      if (o.kind == Operand::Kind::Slot && base->kind() == K::BoolType) o.kind = Operand::Kind::SlotToBool;
+      if (o.kind == Operand::Kind::Slot && base->kind() == K::NumberType) o.kind = Operand::Kind::SlotToNumber;
       if (o.kind == Operand::Kind::Slot && base->kind() == K::TensorType) o.kind = Operand::Kind::SlotToTensor;
       return o;
     }
@@ -803,14 +1101,36 @@ c10::IValue Plan::eval(const Operand& o, Frame& f) const {
   switch (o.kind) {
     case K::Const: return o.value;
     case K::Slot: return f.slots[o.slot];
+    // A value of the wrong type never reaches a kernel (whose unboxing
+    // would fail an internal assert): Python's conversions, or an Error.
     case K::SlotToDouble: {
       const c10::IValue& v = f.slots[o.slot];
-      return v.isInt() ? c10::IValue(static_cast<double>(v.toInt())) : v;
+      if (v.isDouble() || (v.isNone() && o.optional)) return v;
+      if (v.isInt()) return static_cast<double>(v.toInt());
+      if (v.isBool()) return v.toBool() ? 1.0 : 0.0;
+      throw Error("fxcpp::torch: an argument of type float got " + describe(v));
+    }
+    case K::SlotToInt: {
+      const c10::IValue& v = f.slots[o.slot];
+      if (v.isInt() || (v.isNone() && o.optional)) return v;
+      if (v.isBool()) return static_cast<int64_t>(v.toBool());
+      throw Error("fxcpp::torch: an argument of type int got " + describe(v));
+    }
+    case K::SlotToBool: {
+      const c10::IValue& v = f.slots[o.slot];
+      if (v.isBool() || (v.isNone() && o.optional)) return v;
+      throw Error("fxcpp::torch: an argument of type bool got " + describe(v));
+    }
+    case K::SlotToNumber: {
+      const c10::IValue& v = f.slots[o.slot];
+      if (v.isInt() || v.isDouble() || v.isBool() || v.isComplexDouble() || (v.isNone() && o.optional)) return v;
+      throw Error("fxcpp::torch: an argument of type Scalar got " + describe(v));
     }
     case K::SlotToTensor: {
       const c10::IValue& v = f.slots[o.slot];
+      if (v.isTensor() || (v.isNone() && o.optional)) return v;
       if (v.isInt() || v.isDouble() || v.isBool()) return Compiler::wrapped_number(v);
-      return v;
+      throw Error("fxcpp::torch: an argument of type Tensor got " + describe(v));
     }
     case K::Tuple: {
       std::vector<c10::IValue> items;
@@ -858,27 +1178,27 @@ void Plan::run_primitive(const Instr& in, Frame& f) const {
     else throw Error("getitem of " + describe(seq) + ": the runtime indexes tuples and lists only");
     const int64_t size = static_cast<int64_t>(items.size());
     const Operand& idx = in.operands[1];
+    // Python's ints for indexes: bools are 0 and 1.
+    auto as_index = [](const c10::IValue& v, int64_t* out) {
+      if (v.isInt()) *out = v.toInt();
+      else if (v.isBool()) *out = v.toBool();
+      else return false;
+      return true;
+    };
     if (idx.kind == Operand::Kind::Slice) {
-      auto part = [&](size_t k, int64_t dflt) -> c10::optional<int64_t> {
+      auto part = [&](size_t k) -> c10::optional<int64_t> {
         c10::IValue v = eval(idx.items[k], f);
         if (v.isNone()) return c10::nullopt;
-        if (!v.isInt()) throw Error("slice bounds must be ints, got " + describe(v));
-        (void)dflt;
-        return v.toInt();
+        int64_t x = 0;
+        if (!as_index(v, &x)) throw Error("slice bounds must be ints or None, got " + describe(v));
+        return x;
       };
-      auto ostep = part(2, 1);
-      int64_t step = ostep ? *ostep : 1;
-      if (step == 0) throw Error("slice step cannot be zero");
-      auto clamp = [&](c10::optional<int64_t> v, int64_t dflt) {
-        if (!v) return dflt;
-        int64_t x = *v < 0 ? *v + size : *v;
-        int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? size : size - 1;
-        return x < lo ? lo : (x > hi ? hi : x);
-      };
-      int64_t start = clamp(part(0, 0), step > 0 ? 0 : size - 1);
-      int64_t stop = clamp(part(1, 0), step > 0 ? size : -1);
+      c10::optional<int64_t> ostart = part(0), ostop = part(1), ostep = part(2);
+      int64_t start = 0, step = 1;
+      const int64_t count = adjust_slice(size, ostart, ostop, ostep, &start, &step);
       std::vector<c10::IValue> picked;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) picked.push_back(items[static_cast<size_t>(i)]);
+      picked.reserve(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) picked.push_back(items[static_cast<size_t>(start + i * step)]);
       if (seq.isTuple()) {
         out = c10::ivalue::Tuple::create(std::move(picked));
       } else {
@@ -889,23 +1209,32 @@ void Plan::run_primitive(const Instr& in, Frame& f) const {
       return;
     }
     c10::IValue iv = eval(idx, f);
-    if (!iv.isInt()) throw Error("getitem index must be an int or a slice, got " + describe(iv));
-    int64_t i = iv.toInt();
-    if (i < 0) i += size;
+    int64_t i = 0;
+    if (!as_index(iv, &i)) throw Error("getitem index must be an int or a slice, got " + describe(iv));
+    const int64_t given = i;
+    if (i < 0) i += size;  // i < 0 <= size: no overflow
     if (i < 0 || i >= size)
-      throw Error("getitem index " + std::to_string(iv.toInt()) + " is out of range for " + std::to_string(size) + " items");
+      throw Error("getitem index " + std::to_string(given) + " is out of range for " + std::to_string(size) + " items");
     out = items[static_cast<size_t>(i)];
     return;
   }
+  // Note [Primitive semantics].
   c10::IValue a = eval(in.operands[0], f);
   if (in.prim == Primitive::Neg) {
-    if (a.isInt()) out = -a.toInt();
-    else if (a.isDouble()) out = -a.toDouble();
-    else throw Error(std::string("operator.neg of ") + describe(a));
+    if (a.isInt() || a.isBool()) {
+      int64_t x = a.isBool() ? a.toBool() : a.toInt();
+      if (x == INT64_MIN) int_overflow(in.prim, x, 0, /*unary=*/true);
+      out = -x;
+    } else if (a.isDouble()) {
+      out = -a.toDouble();
+    } else {
+      throw Error(std::string("operator.neg of ") + describe(a));
+    }
     return;
   }
   c10::IValue b = eval(in.operands[1], f);
   if (in.prim == Primitive::Add && (a.isList() || a.isTuple()) && (b.isList() || b.isTuple())) {
+    // A shape (a list here, a torch.Size tuple in Python) concatenates with tuples and lists.
     std::vector<c10::IValue> all;
     for (auto* s : {&a, &b})
       for (auto& v : s->isTuple() ? s->toTupleRef().elements() : s->toListRef()) all.push_back(v);
@@ -918,53 +1247,43 @@ void Plan::run_primitive(const Instr& in, Frame& f) const {
     }
     return;
   }
-  bool ints = (a.isInt() || a.isBool()) && (b.isInt() || b.isBool());
-  if (!ints && !((a.isInt() || a.isDouble()) && (b.isInt() || b.isDouble())))
+  auto is_int = [](const c10::IValue& v) { return v.isInt() || v.isBool(); };
+  bool ints = is_int(a) && is_int(b);
+  if (!ints && !((is_int(a) || a.isDouble()) && (is_int(b) || b.isDouble())))
     throw Error(std::string(primitive_name(in.prim)) + " of " + describe(a) + " and " + describe(b) +
-                ": primitives compute on ints and floats only");
+                ": primitives compute on ints, bools and floats only");
   if (ints) {
     int64_t x = a.isBool() ? a.toBool() : a.toInt(), y = b.isBool() ? b.toBool() : b.toInt();
-    switch (in.prim) {
-      case Primitive::Add: out = x + y; return;
-      case Primitive::Sub: out = x - y; return;
-      case Primitive::Mul: out = x * y; return;
-      case Primitive::FloorDiv:
-        if (y == 0) throw Error("integer division or modulo by zero");
-        out = floordiv(x, y);
-        return;
-      case Primitive::Mod:
-        if (y == 0) throw Error("integer division or modulo by zero");
-        out = pymod(x, y);
-        return;
-      case Primitive::TrueDiv:
-        if (y == 0) throw Error("division by zero");
-        out = static_cast<double>(x) / static_cast<double>(y);
-        return;
-      default: break;
+    if (in.prim == Primitive::TrueDiv) {
+      if (y == 0) throw Error("division by zero");
+      out = int_truediv(x, y);
+    } else {
+      out = int_arith(in.prim, x, y);
     }
+    return;
   }
-  double x = a.isInt() ? static_cast<double>(a.toInt()) : a.toDouble();
-  double y = b.isInt() ? static_cast<double>(b.toInt()) : b.toDouble();
+  auto to_double = [](const c10::IValue& v) {
+    return v.isDouble() ? v.toDouble() : v.isBool() ? double(v.toBool()) : static_cast<double>(v.toInt());
+  };
+  double x = to_double(a), y = to_double(b);
   switch (in.prim) {
     case Primitive::Add: out = x + y; return;
     case Primitive::Sub: out = x - y; return;
     case Primitive::Mul: out = x * y; return;
     case Primitive::FloorDiv:
       if (y == 0) throw Error("float floor division by zero");
-      out = std::floor(x / y);
+      out = float_floordiv(x, y);
       return;
-    case Primitive::Mod: {
-      if (y == 0) throw Error("float modulo");
-      double r = std::fmod(x, y);
-      if (r != 0 && ((r < 0) != (y < 0))) r += y;
-      out = r;
+    case Primitive::Mod:
+      if (y == 0) throw Error("float modulo by zero");
+      out = float_mod(x, y);
       return;
-    }
     case Primitive::TrueDiv:
       if (y == 0) throw Error("float division by zero");
       out = x / y;
       return;
-    default: break;
+    default:
+      throw Error(std::string(primitive_name(in.prim)) + " is not an arithmetic primitive");
   }
 }
 
@@ -1087,39 +1406,65 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
   } give_back{this, frame};
   Frame& f = *frame;
   if (num_managed) {
-    // Out tensors were learned for particular input dtypes; others re-learn them.
-    bool same = f.signature.size() == args.size();
-    for (size_t i = 0; i < args.size(); ++i) {
-      int64_t sig = args[i].isTensor() ? static_cast<int64_t>(args[i].toTensor().scalar_type()) : -1;
-      if (same && f.signature[i] != sig) same = false;
-      if (!same) break;
-    }
-    if (!same) {
-      f.signature.clear();
-      for (auto& a : args) f.signature.push_back(a.isTensor() ? static_cast<int64_t>(a.toTensor().scalar_type()) : -1);
+    // Out tensors were learned for particular input types (an int input on
+    // one call and a float on the next change result dtypes); others re-learn them.
+    std::vector<int64_t>& sig = f.scratch_signature;
+    sig.clear();
+    for (auto& a : args) input_signature(a, sig);
+    if (sig != f.signature) {
+      f.signature.swap(sig);
       for (auto& t : f.outs) t = at::Tensor();
+      f.unplanned = false;
     }
   }
+  bool unplanned_now = false;  // the storage check turned planning off in this forward
   for (size_t i = 0; i < inputs.size(); ++i)
     f.slots[inputs[i].slot] = i < args.size() ? std::move(args[i]) : inputs[i].default_value;
   for (const Instr& in : instrs) {
     try {
-      if (in.managed >= 0 && f.outs[in.managed].defined()) {
-        if (in.fast != Instr::Fast::None && run_fast(in, f)) {
-          for (uint32_t s : in.frees) f.slots[s] = c10::IValue();
-          continue;
+      bool done = false;
+      if (in.managed >= 0 && !f.unplanned && f.outs[in.managed].defined()) {
+        try {
+          if (in.fast == Instr::Fast::None || !run_fast(in, f)) {
+            auto& stack = f.stack;
+            for (const Operand& o : in.out_operands) stack.push_back(eval(o, f));
+            stack.emplace_back(f.outs[in.managed]);
+            in.out_op->handle.callBoxed(&stack);
+            f.slots[in.out] = std::move(stack[0]);
+            stack.clear();
+          }
+          done = true;
+        } catch (const c10::Error&) {
+          // An out= kernel that fails where its functional form may not
+          // (normal.Tensor_float.out does not size an empty `out`): the
+          // functional call below decides, and this frame stops planning.
+          f.stack.clear();
+          f.unplanned = unplanned_now = true;
         }
-        auto& stack = f.stack;
-        for (const Operand& o : in.out_operands) stack.push_back(eval(o, f));
-        stack.emplace_back(f.outs[in.managed]);
-        in.out_op->handle.callBoxed(&stack);
-        f.slots[in.out] = std::move(stack[0]);
-        stack.clear();
+      }
+      if (done) {
       } else if (in.op) {
         auto& stack = f.stack;
         for (const Operand& o : in.operands) stack.push_back(eval(o, f));
+        const bool check = in.fresh && num_managed && !f.unplanned;
+        if (check) {
+          f.arg_storages.clear();
+          for (auto& v : stack) collect_storages(v, f.arg_storages);
+        }
         in.op->handle.callBoxed(&stack);
-        if (in.managed >= 0) learn_out(in, f, stack[0]);
+        if (check && !f.arg_storages.empty()) {
+          // A result that shares storage with an argument, against what the
+          // planner assumed: stop writing into planned buffers (the argument
+          // may live in one) for this frame (Note [Memory planning]).
+          std::vector<const void*>& results = f.result_storages;
+          results.clear();
+          for (auto& v : stack) collect_storages(v, results);
+          for (const void* r : results)
+            for (const void* a : f.arg_storages)
+              if (r == a) f.unplanned = unplanned_now = true;
+        }
+        for (auto& v : stack) check_extents(v);  // Note [Views stay inside their storage]
+        if (in.managed >= 0 && !f.unplanned) learn_out(in, f, stack[0]);
         if (in.num_returns == 1) {
           f.slots[in.out] = std::move(stack[0]);
         } else if (in.num_returns == 0) {
@@ -1145,7 +1490,14 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
     }
     for (uint32_t s : in.frees) f.slots[s] = c10::IValue();
   }
-  return eval(output, f);
+  if (!unplanned_now) return eval(output, f);
+  // Values computed into planned buffers before the check fired may reach
+  // the output through the unexpected alias: copy those out of the frame.
+  std::vector<const void*> planned;
+  for (auto& b : f.buffers) planned.push_back(b.unsafeGetStorageImpl());
+  for (auto& t : f.outs)
+    if (t.defined()) planned.push_back(t.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl());
+  return copy_out_of(eval(output, f), planned);
 }
 
 // ---- Module -----------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // The runtime on graphs built with the C++ API: results against direct ATen
 // calls, memory planning (Note [Memory planning]) with views, in-place ops and
-// changing shapes, input checks, kernel errors and concurrent forwards.
+// changing shapes, input checks, kernel errors and concurrent forwards;
+// primitives against exact 128-bit arithmetic (Note [Primitive semantics]).
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/add.h>
 #include <ATen/ops/allclose.h>
@@ -10,10 +11,22 @@
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
 #include <gtest/gtest.h>
+#include <torch/library.h>
 
+#include <climits>
+#include <cmath>
+#include <functional>
 #include <thread>
 
 #include "fxcpp/torch/module.h"
+
+// An operator with a CPU kernel of its own and no alias annotation that
+// returns its argument when `same` is true: the planner assumes its result
+// is fresh; the runtime's storage check must catch it (Note [Memory planning]).
+TORCH_LIBRARY_FRAGMENT(fxcpp_runtime_test, m) { m.def("maybe_same(Tensor x, int same) -> Tensor"); }
+TORCH_LIBRARY_IMPL(fxcpp_runtime_test, CPU, m) {
+  m.impl("maybe_same", [](const at::Tensor& x, int64_t same) { return same ? x : x.clone(); });
+}
 
 namespace fxcpp::torch {
 namespace {
@@ -235,6 +248,295 @@ TEST(Runtime, RefusesGraphsItCannotRun) {
     auto g = std::make_unique<Graph>();
     g->placeholder("x");
     EXPECT_THROW(Module(std::move(g), {}), FormatError);
+  }
+}
+
+// ---- Note [Primitive semantics] ------------------------------------------------------
+
+// A graph of one primitive over placeholders.
+Module one_primitive(const char* name, int inputs) {
+  auto g = std::make_unique<Graph>();
+  std::vector<Argument> args;
+  for (int i = 0; i < inputs; ++i) args.push_back(N(g->placeholder("x" + std::to_string(i))));
+  g->output(N(g->call_function(primitive(name), std::move(args))));
+  return Module(std::move(g), {});
+}
+
+using Wide = __int128;
+
+// Python's results, computed exactly in 128 bits: the floor quotient and the
+// remainder with the divisor's sign.
+Wide py_floordiv(Wide x, Wide y) {
+  Wide q = x / y;
+  if (x % y != 0 && ((x < 0) != (y < 0))) --q;
+  return q;
+}
+Wide py_mod(Wide x, Wide y) { return x - py_floordiv(x, y) * y; }
+
+const std::vector<int64_t> kEdgeInts = {0, 1, -1, 2, -2, 3, -7, INT64_MIN, INT64_MAX, INT64_MIN + 1, INT64_MAX - 1,
+                                        int64_t(1) << 32, -(int64_t(1) << 32), int64_t(1) << 62,
+                                        -(int64_t(1) << 62), 3037000499, 3037000500, -3037000500};
+
+TEST(Runtime, IntegerPrimitivesAreExactOrRaiseOnOverflow) {
+  struct Case {
+    const char* name;
+    Wide (*exact)(Wide, Wide);
+  };
+  const Case cases[] = {
+      {"operator.add", [](Wide x, Wide y) { return x + y; }},
+      {"operator.sub", [](Wide x, Wide y) { return x - y; }},
+      {"operator.mul", [](Wide x, Wide y) { return x * y; }},
+      {"operator.floordiv", py_floordiv},
+      {"operator.mod", py_mod},
+  };
+  for (const Case& c : cases) {
+    Module m = one_primitive(c.name, 2);
+    for (int64_t x : kEdgeInts)
+      for (int64_t y : kEdgeInts) {
+        std::string what = std::string(c.name) + "(" + std::to_string(x) + ", " + std::to_string(y) + ")";
+        bool divides = std::string(c.name) == "operator.floordiv" || std::string(c.name) == "operator.mod";
+        if (divides && y == 0) {
+          EXPECT_THROW(m.forward({x, y}), Error) << what;
+          continue;
+        }
+        Wide want = c.exact(x, y);
+        if (want < INT64_MIN || want > INT64_MAX) {
+          try {
+            m.forward({x, y});
+            ADD_FAILURE() << what << " did not raise";
+          } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("integer overflow"), std::string::npos) << e.what();
+          }
+        } else {
+          c10::IValue got = m.forward({x, y});
+          ASSERT_TRUE(got.isInt()) << what;
+          EXPECT_EQ(got.toInt(), static_cast<int64_t>(want)) << what;
+        }
+      }
+  }
+  Module neg = one_primitive("operator.neg", 1);
+  EXPECT_THROW(neg.forward({INT64_MIN}), Error);
+  EXPECT_EQ(neg.forward({INT64_MAX}).toInt(), -INT64_MAX);
+  EXPECT_EQ(neg.forward({true}).toInt(), -1);  // bools are ints
+  Module add = one_primitive("operator.add", 2);
+  EXPECT_EQ(add.forward({true, true}).toInt(), 2);
+  EXPECT_DOUBLE_EQ(add.forward({true, 1.5}).toDouble(), 2.5);
+}
+
+TEST(Runtime, FloatPrimitivesFollowPythonSigns) {
+  Module fd = one_primitive("operator.floordiv", 2), md = one_primitive("operator.mod", 2);
+  // The remainder takes the divisor's sign; zero remainders are signed zeros of the divisor's sign.
+  EXPECT_DOUBLE_EQ(md.forward({-1.0, 3.0}).toDouble(), 2.0);
+  EXPECT_TRUE(std::signbit(md.forward({3.0, -1.5}).toDouble()));
+  EXPECT_TRUE(std::signbit(fd.forward({-0.0, 5.0}).toDouble()));
+  EXPECT_DOUBLE_EQ(fd.forward({-5.0, HUGE_VAL}).toDouble(), -1.0);
+  EXPECT_TRUE(std::isnan(fd.forward({HUGE_VAL, 2.0}).toDouble()));
+  EXPECT_THROW(fd.forward({1.0, 0.0}), Error);
+  EXPECT_THROW(md.forward({1.0, -0.0}), Error);
+  Module td = one_primitive("operator.truediv", 2);
+  EXPECT_THROW(td.forward({int64_t(1), int64_t(0)}), Error);
+  EXPECT_THROW(td.forward({std::nan(""), 0.0}), Error);
+  // int / int is correctly rounded: (2**53 + 1) / 1 rounds once, to 2**53.
+  EXPECT_EQ(td.forward({(int64_t(1) << 53) + 1, int64_t(1)}).toDouble(), 9007199254740992.0);
+  EXPECT_EQ(td.forward({INT64_MAX, INT64_MIN}).toDouble(), -1.0);
+}
+
+// CPython's slice semantics restated on 128-bit ints: the indexes picked
+// from `size` items.
+std::vector<int64_t> reference_slice(int64_t size, c10::optional<int64_t> start, c10::optional<int64_t> stop,
+                                     c10::optional<int64_t> ostep) {
+  Wide step = ostep ? *ostep : 1;
+  auto norm = [&](c10::optional<int64_t> v, bool is_start) -> Wide {
+    if (!v) return step > 0 ? (is_start ? 0 : size) : (is_start ? size - 1 : -1);
+    Wide x = *v < 0 ? Wide(*v) + size : Wide(*v);
+    Wide lo = step > 0 ? 0 : -1, hi = step > 0 ? size : size - 1;
+    return x < lo ? lo : (x > hi ? hi : x);
+  };
+  Wide b = norm(start, true), e = norm(stop, false);
+  std::vector<int64_t> out;
+  for (Wide i = b; step > 0 ? i < e : i > e; i += step) out.push_back(static_cast<int64_t>(i));
+  return out;
+}
+
+TEST(Runtime, SlicesNeverOverflow) {
+  auto g = std::make_unique<Graph>();
+  Node* seq = g->placeholder("seq");
+  Node* a = g->placeholder("start");
+  Node* b = g->placeholder("stop");
+  Node* c = g->placeholder("step");
+  g->output(N(g->call_function(primitive("operator.getitem"), {N(seq), Argument::slice(N(a), N(b), N(c))})));
+  Module m(std::move(g), {});
+  std::vector<c10::optional<int64_t>> bounds = {c10::nullopt, 0, 1, -1, 2, -3, 5, INT64_MAX, INT64_MIN,
+                                                INT64_MAX - 1, INT64_MIN + 1, int64_t(1) << 62};
+  auto iv = [](c10::optional<int64_t> v) { return v ? c10::IValue(*v) : c10::IValue(); };
+  for (int64_t size = 0; size < 5; ++size) {
+    std::vector<c10::IValue> items;
+    for (int64_t i = 0; i < size; ++i) items.emplace_back(i * 10);
+    for (auto start : bounds)
+      for (auto stop : bounds)
+        for (auto step : bounds) {
+          auto tuple = c10::ivalue::Tuple::create(items);
+          if (step && *step == 0) {
+            EXPECT_THROW(m.forward({tuple, iv(start), iv(stop), iv(step)}), Error);
+            continue;
+          }
+          // INT64_MIN as a step acts as -INT64_MAX (CPython clamps it so that -step exists).
+          auto ref_step = step && *step == INT64_MIN ? c10::optional<int64_t>(-INT64_MAX) : step;
+          std::vector<int64_t> want = reference_slice(size, start, stop, ref_step);
+          auto got = m.forward({tuple, iv(start), iv(stop), iv(step)}).toTupleRef().elements();
+          ASSERT_EQ(got.size(), want.size()) << size;
+          for (size_t k = 0; k < want.size(); ++k) EXPECT_EQ(got[k].toInt(), want[k] * 10);
+        }
+  }
+}
+
+// ---- Note [Memory planning]: ops that return an argument without saying so ----------
+
+// a = x + y; r = OP(a); b = x * y; c = r + b; a2 = x - y; r2 = OP(a2); output (c, r2).
+std::unique_ptr<Graph> aliasing_graph(const std::function<Node*(Graph&, Node*, Node*)>& op) {
+  auto g = std::make_unique<Graph>();
+  Node* x = g->placeholder("x");
+  Node* y = g->placeholder("y");
+  Node* a = g->call_function(aten_op("aten::add.Tensor"), {N(x), N(y)});
+  Node* r = op(*g, a, y);
+  Node* b = g->call_function(aten_op("aten::mul.Tensor"), {N(x), N(y)});
+  Node* c = g->call_function(aten_op("aten::add.Tensor"), {N(r), N(b)});
+  Node* a2 = g->call_function(aten_op("aten::sub.Tensor"), {N(x), N(y)});
+  Node* r2 = op(*g, a2, y);
+  g->output(Argument::tuple({N(c), N(r2)}));
+  return g;
+}
+
+TEST(Runtime, UnannotatedAliasingOpsAreNotMisplanned) {
+  using Make = std::function<Node*(Graph&, Node*, Node*)>;
+  auto unary = [](const char* name) -> Make {
+    return [name](Graph& g, Node* a, Node*) { return g.call_function(aten_op(name), {N(a)}); };
+  };
+  std::vector<std::pair<std::string, Make>> ops = {
+      {"type_as", [](Graph& g, Node* a, Node* y) { return g.call_function(aten_op("aten::type_as"), {N(a), N(y)}); }},
+      {"atleast_1d", unary("aten::atleast_1d")},
+      {"atleast_2d", unary("aten::atleast_2d")},
+      {"einsum",
+       [](Graph& g, Node* a, Node*) {
+         return g.call_function(aten_op("aten::einsum"), {Argument::string("ij->ij"), Argument::list({N(a)})});
+       }},
+      {"broadcast_tensors",
+       [](Graph& g, Node* a, Node* y) {
+         Node* l = g.call_function(aten_op("aten::broadcast_tensors"), {Argument::list({N(a), N(y)})});
+         return g.call_function(primitive("operator.getitem"), {N(l), Argument::integer(0)});
+       }},
+      {"to_dense", unary("aten::to_dense")},
+      {"conj_physical", unary("aten::conj_physical")},
+      {"sum_to_size",
+       [](Graph& g, Node* a, Node*) {
+         return g.call_function(aten_op("aten::sum_to_size"),
+                                {N(a), Argument::list({Argument::integer(3), Argument::integer(4)})});
+       }},
+  };
+  for (auto& [name, make] : ops) {
+    Module planned(aliasing_graph(make), {}), eager(aliasing_graph(make), {}, ModuleOptions{false});
+    std::vector<c10::IValue> got, want;
+    for (int i = 0; i < 3; ++i) {
+      at::Tensor x = at::randn({3, 4}), y = at::randn({3, 4});
+      got.push_back(planned.forward({x, y}));
+      want.push_back(eager.forward({x, y}));
+    }
+    for (int i = 0; i < 3; ++i)  // compared after all forwards: none wrote into an earlier result
+      for (size_t k = 0; k < 2; ++k) {
+        at::Tensor g = got[i].toTupleRef().elements()[k].toTensor(), w = want[i].toTupleRef().elements()[k].toTensor();
+        ASSERT_EQ(g.sizes(), w.sizes()) << name << " call " << i << " output " << k;
+        EXPECT_TRUE(at::allclose(g, w)) << name << " call " << i << " output " << k;
+      }
+  }
+}
+
+TEST(Runtime, StorageCheckCatchesResultsThatAliasTheirArguments) {
+  // a = x + y; r = maybe_same(a); b = x * y (may reuse a's buffer); c = r + b;
+  // a2 = x - y; r2 = maybe_same(a2) (returned); d = x * x; e = d + x; output (c, r2, e).
+  auto build = [] {
+    auto g = std::make_unique<Graph>();
+    Node* x = g->placeholder("x");
+    Node* y = g->placeholder("y");
+    Node* s = g->placeholder("s");
+    Node* a = g->call_function(aten_op("aten::add.Tensor"), {N(x), N(y)});
+    Node* r = g->call_function(aten_op("fxcpp_runtime_test::maybe_same"), {N(a), N(s)});
+    Node* b = g->call_function(aten_op("aten::mul.Tensor"), {N(x), N(y)});
+    Node* c = g->call_function(aten_op("aten::add.Tensor"), {N(r), N(b)});
+    Node* a2 = g->call_function(aten_op("aten::sub.Tensor"), {N(x), N(y)});
+    Node* r2 = g->call_function(aten_op("fxcpp_runtime_test::maybe_same"), {N(a2), N(s)});
+    Node* d = g->call_function(aten_op("aten::mul.Tensor"), {N(x), N(x)});
+    Node* e = g->call_function(aten_op("aten::add.Tensor"), {N(d), N(x)});
+    g->output(Argument::tuple({N(c), N(r2), N(e)}));
+    return g;
+  };
+  for (std::vector<int64_t> flags : {std::vector<int64_t>{1, 1, 1}, {0, 0, 1}, {0, 1, 0}}) {
+    Module planned(build(), {}), eager(build(), {}, ModuleOptions{false});
+    EXPECT_EQ(planned.plan_stats().managed, 4u);
+    std::vector<c10::IValue> got, want;
+    for (int64_t same : flags) {
+      at::Tensor x = at::randn({3, 4}), y = at::randn({3, 4});
+      got.push_back(planned.forward({x, y, same}));
+      want.push_back(eager.forward({x, y, same}));
+    }
+    for (size_t i = 0; i < flags.size(); ++i)
+      for (size_t k = 0; k < 3; ++k) {
+        at::Tensor g = got[i].toTupleRef().elements()[k].toTensor(), w = want[i].toTupleRef().elements()[k].toTensor();
+        ASSERT_EQ(g.sizes(), w.sizes()) << "call " << i << " output " << k;
+        EXPECT_TRUE(at::allclose(g, w)) << "call " << i << " output " << k;
+      }
+  }
+}
+
+TEST(Runtime, ViewsOutsideTheirStorageAreRefused) {
+  // Note [Views stay inside their storage]: as_strided with an offset whose
+  // byte size overflows passes PyTorch's check; _reshape_alias checks nothing.
+  auto build = [](bool reshape) {
+    auto g = std::make_unique<Graph>();
+    Node* x = g->placeholder("x");
+    Node* a = g->call_function(aten_op("aten::mul.Tensor"), {N(x), Argument::integer(1)});
+    auto list = [](std::vector<int64_t> v) {
+      std::vector<Argument> items;
+      for (int64_t i : v) items.push_back(Argument::integer(i));
+      return Argument::list(std::move(items));
+    };
+    Node* v = reshape ? g->call_function(aten_op("aten::_reshape_alias"), {N(a), list({6}), list({7})})
+                      : g->call_function(aten_op("aten::as_strided"),
+                                         {N(a), list({4}), list({1}), Argument::integer(int64_t(1) << 62)});
+    g->output(N(g->call_function(aten_op("aten::add.Tensor"), {N(v), Argument::integer(1)})));
+    return g;
+  };
+  for (bool reshape : {false, true}) {
+    Module m(build(reshape), {});
+    for (int i = 0; i < 2; ++i) {
+      try {
+        m.forward({at::randn({6})});
+        ADD_FAILURE() << "a view outside its storage was read";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("reaches outside its storage"), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
+TEST(Runtime, PlannedPathKeysOnTheTypesOfAllInputs) {
+  // r = (x + x) * n, out = r + 1: r's dtype follows n's type.
+  auto build = [] {
+    auto g = std::make_unique<Graph>();
+    Node* x = g->placeholder("x");
+    Node* n = g->placeholder("n");
+    Node* a = g->call_function(aten_op("aten::add.Tensor"), {N(x), N(x)});
+    Node* r = g->call_function(aten_op("aten::mul.Tensor"), {N(a), N(n)});
+    g->output(N(g->call_function(aten_op("aten::add.Tensor"), {N(r), Argument::integer(1)})));
+    return g;
+  };
+  Module planned(build(), {}), eager(build(), {}, ModuleOptions{false});
+  EXPECT_EQ(planned.plan_stats().managed, 2u);
+  at::Tensor x = at::arange(6).reshape({2, 3});
+  for (c10::IValue n : {c10::IValue(int64_t(2)), c10::IValue(2.5), c10::IValue(true), c10::IValue(int64_t(3)),
+                        c10::IValue(-0.5)}) {
+    at::Tensor got = planned.forward({x, n}).toTensor(), want = eager.forward({x, n}).toTensor();
+    EXPECT_EQ(got.scalar_type(), want.scalar_type()) << n;
+    EXPECT_TRUE(at::allclose(got, want)) << n;
   }
 }
 
