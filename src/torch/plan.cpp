@@ -12,6 +12,7 @@
 
 #include "fxcpp/passes/last_uses.h"
 #include "fxcpp/torch/module.h"
+#include "fxcpp/torch/policy.h"
 
 namespace fxcpp::torch {
 
@@ -72,6 +73,9 @@ struct Instr {
   /// arguments (no alias annotation, a CPU kernel of its own): a planning
   /// frame checks that on each call (Note [Memory planning]).
   bool fresh = false;
+  /// Checks the arguments before the kernel runs (Note [Argument guards] in
+  /// policy.h); null for most operators.
+  ArgumentGuard guard = nullptr;
 };
 
 using TensorTensorScalarOut = at::Tensor&(const at::Tensor&, const at::Tensor&, const c10::Scalar&, at::Tensor&);
@@ -685,6 +689,7 @@ class Compiler {
     const Object& fn = n->target().fn();
     if (const AtenOp* op = as_aten_op(fn)) {
       in.op = op;
+      in.guard = argument_guard(*op);
       bind_schema(n, op, in);
       in.num_returns = static_cast<uint32_t>(op->handle.schema().returns().size());
     } else if (as_primitive(fn, &in.prim)) {
@@ -1425,10 +1430,11 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
       bool done = false;
       if (in.managed >= 0 && !f.unplanned && f.outs[in.managed].defined()) {
         try {
-          if (in.fast == Instr::Fast::None || !run_fast(in, f)) {
+          if (in.fast == Instr::Fast::None || in.guard || !run_fast(in, f)) {
             auto& stack = f.stack;
             for (const Operand& o : in.out_operands) stack.push_back(eval(o, f));
             stack.emplace_back(f.outs[in.managed]);
+            if (in.guard) in.guard(stack);
             in.out_op->handle.callBoxed(&stack);
             f.slots[in.out] = std::move(stack[0]);
             stack.clear();
@@ -1446,6 +1452,7 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
       } else if (in.op) {
         auto& stack = f.stack;
         for (const Operand& o : in.operands) stack.push_back(eval(o, f));
+        if (in.guard) in.guard(stack);
         const bool check = in.fresh && num_managed && !f.unplanned;
         if (check) {
           f.arg_storages.clear();
@@ -1484,6 +1491,15 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
     } catch (const InputError&) {
       throw;
     } catch (const Error& e) {
+      f.stack.clear();
+      throw Error("fxcpp::torch: node '" + std::string(in.node->name()) + "' (" +
+                  (in.op ? in.op->qualified : std::string(primitive_name(in.prim))) + ") failed: " + e.what());
+    } catch (const std::bad_alloc&) {
+      f.stack.clear();
+      throw;
+    } catch (const std::exception& e) {
+      // Kernels that throw something else (view's size inference throws
+      // std::runtime_error, oneDNN its own errors): still the node's failure.
       f.stack.clear();
       throw Error("fxcpp::torch: node '" + std::string(in.node->name()) + "' (" +
                   (in.op ? in.op->qualified : std::string(primitive_name(in.prim))) + ") failed: " + e.what());

@@ -4,6 +4,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <ATen/core/Tensor.h>
+
 #include <algorithm>
 #include <set>
 
@@ -56,7 +58,91 @@ bool is_storage(const c10::TypePtr& t) {
   return false;
 }
 
+// ---- Note [Argument guards] -----------------------------------------------------------
+
+[[noreturn]] void guard_fail(const std::string& what) {
+  throw Error(what + ": the result would exceed " + std::to_string(kMaxResultBytes >> 40) +
+              " TiB (the runtime's bound on a tensor, Note [Argument guards])");
+}
+
+// `count` elements of `like`'s dtype, times `rest`, within kMaxResultBytes.
+void check_result_size(uint64_t count, uint64_t rest, const at::Tensor& like, const char* what) {
+  uint64_t n, bytes;
+  if (__builtin_mul_overflow(count, rest, &n) ||
+      __builtin_mul_overflow(n, static_cast<uint64_t>(like.element_size()), &bytes) || bytes > kMaxResultBytes)
+    guard_fail(std::string("repeat_interleave: ") + what);
+}
+
+// The sum of a 1-D integer `repeats` tensor, each entry non-negative; refuses
+// sums that leave uint64.
+uint64_t sum_of_repeats(const at::Tensor& repeats) {
+  if (repeats.dim() > 1 || !c10::isIntegralType(repeats.scalar_type(), /*includeBool=*/false))
+    return 0;  // the kernel refuses these itself
+  uint64_t total = 0;
+  const int64_t n = repeats.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = repeats.dim() == 0 ? repeats.item<int64_t>() : repeats[i].item<int64_t>();
+    if (r < 0) return 0;  // "repeats can not be negative", raised by the kernel
+    if (__builtin_add_overflow(total, static_cast<uint64_t>(r), &total)) guard_fail("repeat_interleave: repeats");
+  }
+  return total;
+}
+
+// How many elements of `self` a repeat_interleave over `dim` (None: flattened)
+// takes per repeat unit: the product of the other dimensions.
+uint64_t others(const at::Tensor& self, const c10::IValue& dim, uint64_t* along) {
+  if (dim.isNone() || self.dim() == 0) {
+    *along = static_cast<uint64_t>(self.numel());
+    return 1;
+  }
+  int64_t d = dim.toInt(), nd = self.dim();
+  if (d < -nd || d >= nd) {
+    *along = 0;  // the kernel raises for a bad dim
+    return 0;
+  }
+  d = d < 0 ? d + nd : d;
+  *along = static_cast<uint64_t>(self.size(d));
+  return *along == 0 ? 0 : static_cast<uint64_t>(self.numel()) / *along;
+}
+
+// repeat_interleave.self_int(Tensor self, SymInt repeats, int? dim=None, *, SymInt? output_size=None)
+void guard_repeat_interleave_self_int(const std::vector<c10::IValue>& s) {
+  if (s.size() < 3 || !s[0].isTensor() || !s[1].isInt()) return;
+  const at::Tensor& self = s[0].toTensor();
+  int64_t r = s[1].toInt();
+  if (r < 0) return;  // raised by the kernel
+  uint64_t along, rest = others(self, s[2], &along), total;
+  if (__builtin_mul_overflow(along, static_cast<uint64_t>(r), &total)) guard_fail("repeat_interleave: repeats");
+  check_result_size(total, rest, self, "repeats");
+}
+
+// repeat_interleave.self_Tensor(Tensor self, Tensor repeats, int? dim=None, *, SymInt? output_size=None)
+void guard_repeat_interleave_self_tensor(const std::vector<c10::IValue>& s) {
+  if (s.size() < 3 || !s[0].isTensor() || !s[1].isTensor()) return;
+  const at::Tensor& self = s[0].toTensor();
+  const at::Tensor& reps = s[1].toTensor();
+  uint64_t along, rest = others(self, s[2], &along), total = sum_of_repeats(reps);
+  if (reps.numel() == 1 && __builtin_mul_overflow(total, along, &total)) guard_fail("repeat_interleave: repeats");
+  check_result_size(total, rest, self, "repeats");
+}
+
+// repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None)
+void guard_repeat_interleave_tensor(const std::vector<c10::IValue>& s) {
+  if (s.empty() || !s[0].isTensor()) return;
+  const at::Tensor& reps = s[0].toTensor();
+  check_result_size(sum_of_repeats(reps), 1, reps, "repeats");
+}
+
 }  // namespace
+
+ArgumentGuard argument_guard(const AtenOp& op) {
+  const c10::OperatorName& name = op.handle.schema().operator_name();
+  if (name.name != "aten::repeat_interleave") return nullptr;
+  if (name.overload_name == "self_int") return guard_repeat_interleave_self_int;
+  if (name.overload_name == "self_Tensor") return guard_repeat_interleave_self_tensor;
+  if (name.overload_name == "Tensor") return guard_repeat_interleave_tensor;
+  return nullptr;
+}
 
 std::string hard_refusal(const c10::FunctionSchema& schema) {
   const std::string& qualified = schema.name();

@@ -87,4 +87,28 @@ const std::vector<std::string>& allow_list_entries();
 /// "aten::relu" for a default overload), sorted. O(registered operators).
 std::vector<std::string> allowed_operators();
 
+// Note [Argument guards]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// A few allow-listed kernels crash instead of raising on some arguments: the
+// size of their result overflows int64 before any check sees it
+// (repeat_interleave with repeats near 2^62 is a SIGSEGV in torch 1.13). The
+// runtime resolves a guard for such an operator once, when it compiles the
+// instruction, and calls it on the boxed arguments before every call of the
+// kernel (planned or not, trusted file or not: it only refuses what would
+// crash). A guard throws Error saying which argument is out of range; the
+// runtime adds the node. Results are bounded like loaded tensors: at most
+// kMaxResultBytes bytes, the bound the loader puts on a file's tensors.
+
+/// The largest tensor, in bytes, a guarded operator may produce (2^48, as the
+/// loader bounds a file's tensors).
+constexpr uint64_t kMaxResultBytes = uint64_t(1) << 48;
+
+/// Checks the leading arguments of a call on `stack` (in schema order; an
+/// out= tensor may follow). Throws Error when the kernel would crash.
+using ArgumentGuard = void (*)(const std::vector<c10::IValue>& stack);
+
+/// The guard of `op`, or null when its kernel needs none. O(1) after the
+/// first call per overload.
+ArgumentGuard argument_guard(const AtenOp& op);
+
 }  // namespace fxcpp::torch
