@@ -5,12 +5,22 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A file is data, never code: the graph is JSON, operators are looked up by
 // name in the dispatcher, tensors are raw bytes. Everything read is checked
-// before use: the archive is read through bounds-checked adapters (the
-// library's own memory adapter trusts offsets), JSON nesting is limited,
-// node references must name earlier nodes, every tensor's extent must fit
-// its storage record (with overflow-checked arithmetic), and a record larger
-// than the file itself is refused before anything is allocated for it. Each
-// failure is a FormatError that says what is wrong.
+// before use:
+// * The container is read by our own strict zip reader (Note [Strict zip
+//   container] in zip_reader.cpp), from a file or a buffer alike: exactly
+//   one reading of the archive or a refusal. Records are stored, never
+//   compressed (nothing is ever inflated: no decompression bombs, no
+//   half-written buffers); local headers agree with the central directory;
+//   entries lie inside the file, never overlap or repeat, and every byte of
+//   the file belongs to one of them or to the directory and end records; the
+//   CRC-32 of every record read is verified; entry count, name length and
+//   directory size are bounded; graph.json is at most kMaxGraphJsonBytes.
+//   A record larger than the file is refused before anything is allocated.
+// * JSON nesting is limited, node references must name earlier nodes.
+// * Every tensor's extent must fit its storage record (overflow-checked
+//   arithmetic), and independently of its strides it may hold at most
+//   kMaxTensorBytes (a stride of 0 lets 4 bytes back 2^62 elements).
+// Each failure is a FormatError that says what is wrong.
 #include <ATen/core/Tensor.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/core/CPUAllocator.h>

@@ -344,7 +344,7 @@ Reader::Reader(std::shared_ptr<const Source> source) : source_(std::move(source)
     if (method != 0)
       corrupt(where + " is " + (method == 8 ? std::string("compressed (deflate)") : "compressed (method " + std::to_string(method) + ")") +
               "; .fxpt records are stored uncompressed, and compressed ones are refused, never inflated (save the "
-              "model again with fxcpp.aten.save, or store it with `zip -0`)");
+              "model again with fxcpp.aten.save, or store it with `zip -0 -D`)");
 
     Zip64Fields z = parse_extra(extra, extra_len, where);
     if (usize == k32 || csize == k32 || offset == k32 || disk_start == k16) {
