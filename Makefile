@@ -79,11 +79,12 @@ fuzz: build
 
 # The coverage-guided fuzzer of the .fxpt loader (tests/fuzz/fxpt_fuzzer.cpp): clang,
 # libFuzzer, ASan+UBSan, in a build of its own. `make fuzz` runs it for FXCPP_FUZZ_SECONDS,
-# growing $(FUZZ)/corpus from the committed seeds; findings are written as crash-*/oom-*/timeout-*.
+# growing $(FUZZ)/corpus from the committed seeds; findings are written to $(FUZZ)/crash-*
+# (oom-*, timeout-*): replay one with `$(FUZZ)/fxpt_fuzzer FILE`.
 FUZZ     := build-fuzz
 FXCPP_FUZZ_SECONDS ?= 180
 FXPT_FUZZER_FLAGS ?= -timeout=30 -rss_limit_mb=4096 -malloc_limit_mb=1000000 -max_len=65536 -dict=tests/fuzz/fxpt.dict \
-  -print_final_stats=1
+  -artifact_prefix=$(FUZZ)/ -print_final_stats=1
 fuzz: build-fuzz
 .PHONY: build-fuzz clean-fuzz
 clean: clean-fuzz

@@ -379,6 +379,7 @@ Reader::Reader(std::shared_ptr<const Source> source) : source_(std::move(source)
       corrupt("two entries are named " + printable(name) + " (readers would disagree on which one is meant)");
 
     Entry en;
+    en.zip64 = z.present;
     en.name = std::move(name);
     en.header = offset;
     en.size = usize;
@@ -442,20 +443,20 @@ Reader::Reader(std::shared_ptr<const Source> source) : source_(std::move(source)
       corrupt(where + ": its " + std::to_string(en.size) + " bytes at offset " + std::to_string(data_at) +
               " run past the end of the file (" + std::to_string(size) + " bytes)");
     if (flags & kFlagDescriptor) {
-      // Signature optional, sizes 4 or 8 bytes each (zip64): the first form that agrees.
+      // The signature is optional; the sizes are 8 bytes each when the entry
+      // has a zip64 extra field (APPNOTE 4.3.9.2), else 4.
+      const size_t width = en.zip64 || lz.present ? 8 : 4;
       const uint64_t room = std::min<uint64_t>(size - en.end, 24);
       std::vector<unsigned char> d = read_block(src, en.end, static_cast<size_t>(room));
       size_t len = 0;
       for (bool sig : {true, false}) {
-        for (size_t width : {4, 8}) {
-          size_t need = (sig ? 4 : 0) + 4 + 2 * width;
-          if (len || need > d.size()) continue;
-          const unsigned char* p = d.data();
-          if (sig && le32(p) != kDescriptorSig) continue;
-          if (sig) p += 4;
-          uint64_t dc = width == 4 ? le32(p + 4) : le64(p + 4), du = width == 4 ? le32(p + 8) : le64(p + 12);
-          if (le32(p) == en.crc32 && dc == en.size && du == en.size) len = need;
-        }
+        size_t need = (sig ? 4 : 0) + 4 + 2 * width;
+        if (len || need > d.size()) continue;
+        const unsigned char* p = d.data();
+        if (sig && le32(p) != kDescriptorSig) continue;
+        if (sig) p += 4;
+        uint64_t dc = width == 4 ? le32(p + 4) : le64(p + 4), du = width == 4 ? le32(p + 8) : le64(p + 12);
+        if (le32(p) == en.crc32 && dc == en.size && du == en.size) len = need;
       }
       if (!len) corrupt(where + ": its data descriptor is missing or disagrees with the central directory");
       en.end += len;

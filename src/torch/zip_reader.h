@@ -84,6 +84,7 @@ struct Entry {
   uint64_t size = 0;       ///< its byte count (stored: compressed == uncompressed)
   uint64_t end = 0;        ///< one past its last byte (after the data descriptor, if any)
   uint32_t crc32 = 0;      ///< the CRC-32 the central directory gives
+  bool zip64 = false;      ///< its central-directory entry has a zip64 extra field
 };
 
 /// The structure of one archive, checked in full by the constructor (every

@@ -87,6 +87,12 @@ TEST(Zip, TheWritersArchivesLoad) {
       {"unaligned", [](auto& rs, auto&) { for (auto& r : rs) r.align = 0; }},
       {"a comment", [](auto&, auto& e) { e.comment = "written by a test"; }},
       {"no version record", [](auto& rs, auto&) { rs.pop_back(); }},
+      // An empty record: its descriptor's sizes are 4 or 8 bytes by the zip64 field, not by trial.
+      {"an empty record", [](auto& rs, auto&) { rs.emplace_back().name = "small_v1/empty"; }},
+      {"an empty zip64 record", [](auto& rs, auto&) {
+         rs.emplace_back().name = "small_v1/empty";
+         rs.back().zip64 = true;
+       }},
   };
   for (auto& [what, edit] : variants) {
     std::vector<ZipRecord> rs = fixture_records();
