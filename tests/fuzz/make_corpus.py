@@ -5,7 +5,7 @@
 A file's name gives the outcome every reader must reach (FuzzCorpus.* in
 tests/cpp_torch/fuzz_corpus_test.cpp replays them under ASan+UBSan):
 `ok_*` loads and runs (inputs from the placeholders' tensor_meta), `bad_*` is
-refused with a FormatError. Valid files come from fxcpp.aten.save of small
+refused with a FormatError, `fail_*` loads and fails in forward with an Error. Valid files come from fxcpp.aten.save of small
 lowered models; crafted ones break one container or tensor rule each (Note
 [Strict zip container] in src/torch/zip_reader.cpp). Deterministic: the
 weights come from a seeded generator; rerunning rewrites the same files.
@@ -153,11 +153,23 @@ def crafted(base):
               recs[:gi] + [(graph[0], graph[1].replace(b'"aten::relu"', b'"aten::no_such_op"'))] + recs[gi + 1:])
 
 
+def edited(base, name, old, new):
+    """`base` with one edit of its graph.json."""
+    recs = records(base)
+    out = []
+    for n, d in recs:
+        if n.endswith('/graph.json'):
+            assert old in d, (base, old)
+            d = d.replace(old, new, 1)
+        out.append((n, d))
+    write_zip(os.path.join(OUT, name), out)
+
+
 def main():
     torch.manual_seed(0)
     os.makedirs(OUT, exist_ok=True)
     for f in os.listdir(OUT):
-        if f.startswith(('ok_', 'bad_')):
+        if f.startswith(('ok_', 'bad_', 'fail_')):
             os.remove(os.path.join(OUT, f))
     shutil.copy(os.path.join(ROOT, 'tests', 'cpp_torch', 'fixtures', 'small_v1.fxpt'),
                 os.path.join(OUT, 'ok_small_v1.fxpt'))
@@ -167,6 +179,12 @@ def main():
          'ok_mixed.fxpt')
     save(Conv(), (torch.randn(1, 2, 6, 6),), 'ok_conv.fxpt')
     crafted(mlp)
+    # Files that load and fail in forward (found by the fuzzers: kernels that throw
+    # exceptions other than c10::Error, which forward must still report as Error).
+    edited(os.path.join(OUT, 'ok_small_v1.fxpt'), 'fail_view_shape.fxpt',
+           b'{"list":[{"node":"size_int"},{"node":"mul_1"}]}', b'{"list":[{"node":"size_int"},1]}')
+    edited(os.path.join(OUT, 'ok_conv.fxpt'), 'fail_conv_stride.fxpt',
+           b'{"node":"c_bias"},{"list":[1,1]', b'{"node":"c_bias"},{"list":[4294967296,1]')
     for f in sorted(os.listdir(OUT)):
         print(f, os.path.getsize(os.path.join(OUT, f)))
 
