@@ -36,9 +36,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -143,38 +143,20 @@ struct Interval {
 
 }  // namespace
 
-// ---- CRC-32 (slicing by 8) ------------------------------------------------------------
+// ---- CRC-32 ---------------------------------------------------------------------------
 
-namespace {
-struct CrcTables {
-  std::array<std::array<uint32_t, 256>, 8> t;
-  CrcTables() {
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; ++i)
-      for (int s = 1; s < 8; ++s) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xff];
-  }
-};
-const CrcTables& crc_tables() {
-  static const CrcTables tables;
-  return tables;
-}
-}  // namespace
-
+// zlib's (LibTorch links it already): about three times faster than a
+// table-driven loop, and the CRC of every record read is on the load path.
 uint32_t crc32(uint32_t crc, const void* data, size_t n) {
-  const auto& t = crc_tables().t;
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  uint32_t c = ~crc;
-  for (; n >= 8; n -= 8, p += 8) {
-    uint32_t lo = c ^ le32(p), hi = le32(p + 4);
-    c = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^ t[3][hi & 0xff] ^
-        t[2][(hi >> 8) & 0xff] ^ t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
+  const Bytef* p = static_cast<const Bytef*>(data);
+  uLong c = crc;
+  while (n > 0) {
+    const uInt k = static_cast<uInt>(std::min<size_t>(n, size_t(1) << 30));
+    c = ::crc32(c, p, k);
+    p += k;
+    n -= k;
   }
-  while (n--) c = t[0][(c ^ *p++) & 0xff] ^ (c >> 8);
-  return ~c;
+  return static_cast<uint32_t>(c);
 }
 
 // ---- sources --------------------------------------------------------------------------
