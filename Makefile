@@ -78,6 +78,31 @@ fuzz: build
 	FXCPP_HYPOTHESIS_MAX_EXAMPLES=$${FXCPP_HYPOTHESIS_MAX_EXAMPLES:-2000} FXCPP_PLANNER_FUZZ_SAMPLES=$${FXCPP_PLANNER_FUZZ_SAMPLES:-8} \
 	  $(PYTHON) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_runtime_primitives_fuzz.py \
 	  tests/python/test_planner_fuzz.py
+	mkdir -p $(FUZZ)/corpus
+	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(FUZZ)/fxpt_fuzzer -max_total_time=$(FXCPP_FUZZ_SECONDS) $(FXPT_FUZZER_FLAGS) $(FUZZ)/corpus tests/fuzz/corpus
+
+# The coverage-guided fuzzer of the .fxpt loader (tests/fuzz/fxpt_fuzzer.cpp): clang,
+# libFuzzer, ASan+UBSan, in a build of its own. `make fuzz` runs it for FXCPP_FUZZ_SECONDS,
+# growing $(FUZZ)/corpus from the committed seeds; findings are written to $(FUZZ)/crash-*
+# (oom-*, timeout-*): replay one with `$(FUZZ)/fxpt_fuzzer FILE`.
+FUZZ     := build-fuzz
+FXCPP_FUZZ_SECONDS ?= 180
+FXPT_FUZZER_FLAGS ?= -timeout=30 -rss_limit_mb=4096 -malloc_limit_mb=1000000 -max_len=65536 -dict=tests/fuzz/fxpt.dict \
+  -artifact_prefix=$(FUZZ)/ -print_final_stats=1
+fuzz: build-fuzz
+.PHONY: build-fuzz clean-fuzz
+clean: clean-fuzz
+
+$(FUZZ)/CMakeCache.txt: | deps
+	cmake -S . -B $(FUZZ) -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+	      -DFXCPP_BUILD_FUZZER=ON -DFXCPP_BUILD_PYTHON=OFF -DFXCPP_BUILD_TESTS=OFF -DFXCPP_BUILD_BENCH=OFF >/dev/null
+
+build-fuzz: deps $(FUZZ)/CMakeCache.txt
+	cmake --build $(FUZZ) -j$(JOBS) --target fxpt_fuzzer
+
+clean-fuzz:
+	rm -rf $(FUZZ)
 
 # PyTorch 1.13.1's own torch.fx tests on torch.fx and on fxcpp, side by side (scripts/upstream/).
 # UPSTREAM_SELECTION=all adds TestFunctionalTracing/TestVisionTracing (~30 min);

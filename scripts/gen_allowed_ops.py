@@ -105,12 +105,11 @@ EXCLUDED = {
     'reflection_pad2d': 'an empty padding list crashes the process (SIGSEGV); pad and constant_pad_nd check it',
 }
 
-# Known and still allowed, because lowered models need them (open: guard the
-# arguments at load or run time, or move the models that need them to
-# trusted=True):
+# Allowed behind a guard (Note [Argument guards] in include/fxcpp/torch/policy.h):
 #   repeat_interleave: torch 1.13 crashes (SIGSEGV) on
 #     repeat_interleave.self_int(zeros(3, 1, 4, 4), 2**62, -2) (the output size
-#     overflows); torchaudio's WaveRNN lowers to repeat_interleave.self_int.
+#     overflows); the runtime checks the result size of all three overloads
+#     before the kernel runs (torchaudio's WaveRNN lowers to self_int).
 
 
 FILE_WORDS = ('file', 'save', 'load', 'mmap')

@@ -5,20 +5,25 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A file is data, never code: the graph is JSON, operators are looked up by
 // name in the dispatcher, tensors are raw bytes. Everything read is checked
-// before use: the archive is read through bounds-checked adapters (the
-// library's own memory adapter trusts offsets), JSON nesting is limited,
-// node references must name earlier nodes, every tensor's extent must fit
-// its storage record (with overflow-checked arithmetic), and a record larger
-// than the file itself is refused before anything is allocated for it. Each
-// failure is a FormatError that says what is wrong.
+// before use:
+// * The container is read by our own strict zip reader (Note [Strict zip
+//   container] in zip_reader.cpp), from a file or a buffer alike: exactly
+//   one reading of the archive or a refusal. Records are stored, never
+//   compressed (nothing is ever inflated: no decompression bombs, no
+//   half-written buffers); local headers agree with the central directory;
+//   entries lie inside the file, never overlap or repeat, and every byte of
+//   the file belongs to one of them or to the directory and end records; the
+//   CRC-32 of every record read is verified; entry count, name length and
+//   directory size are bounded; graph.json is at most kMaxGraphJsonBytes.
+//   A record larger than the file is refused before anything is allocated.
+// * JSON nesting is limited, node references must name earlier nodes.
+// * Every tensor's extent must fit its storage record (overflow-checked
+//   arithmetic), and independently of its strides it may hold at most
+//   kMaxTensorBytes (a stride of 0 lets 4 bytes back 2^62 elements).
+// Each failure is a FormatError that says what is wrong.
 #include <ATen/core/Tensor.h>
 #include <c10/core/TensorImpl.h>
-#include <caffe2/serialize/inline_container.h>
-#include <caffe2/serialize/read_adapter_interface.h>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <c10/core/CPUAllocator.h>
 
 #include <cmath>
 #include <cstdio>
@@ -29,6 +34,7 @@
 
 #include "fxcpp/torch/module.h"
 #include "fxcpp/torch/policy.h"
+#include "zip_reader.h"
 
 namespace fxcpp::torch {
 
@@ -38,91 +44,38 @@ using Json = nlohmann::ordered_json;
 constexpr int kMaxDepth = 64;
 constexpr const char* kFormatName = "fxcpp-aten";
 
-// ---- archive adapters ------------------------------------------------------------
-
-class FileAdapter final : public caffe2::serialize::ReadAdapterInterface {
- public:
-  explicit FileAdapter(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) throw FormatError("fxcpp::torch: cannot open '" + path + "': " + std::strerror(errno));
-    struct stat st;
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd_);
-      throw FormatError("fxcpp::torch: '" + path + "' is not a regular file");
-    }
-    size_ = static_cast<size_t>(st.st_size);
-  }
-  ~FileAdapter() override { ::close(fd_); }
-  size_t size() const override { return size_; }
-  size_t read(uint64_t pos, void* buf, size_t n, const char* = "") const override {
-    if (pos >= size_) return 0;
-    n = std::min<uint64_t>(n, size_ - pos);
-    size_t done = 0;
-    while (done < n) {
-      ssize_t r = ::pread(fd_, static_cast<char*>(buf) + done, n - done, static_cast<off_t>(pos + done));
-      if (r <= 0) break;
-      done += static_cast<size_t>(r);
-    }
-    return done;
-  }
-
- private:
-  int fd_ = -1;
-  size_t size_ = 0;
-};
-
-class MemoryAdapter final : public caffe2::serialize::ReadAdapterInterface {
- public:
-  MemoryAdapter(const void* data, size_t size) : data_(static_cast<const char*>(data)), size_(size) {}
-  size_t size() const override { return size_; }
-  size_t read(uint64_t pos, void* buf, size_t n, const char* = "") const override {
-    if (pos >= size_) return 0;
-    n = std::min<uint64_t>(n, size_ - pos);
-    std::memcpy(buf, data_ + pos, n);
-    return n;
-  }
-
- private:
-  const char* data_;
-  size_t size_;
-};
-
 // ---- the archive ------------------------------------------------------------------
 
+// graph.json is parsed into memory whole (a DOM several times its size), so
+// its size is capped; real graphs are a few MB.
+constexpr uint64_t kMaxGraphJsonBytes = uint64_t(256) << 20;
+constexpr const char* kGraphRecord = "graph.json";
+
+// The records of a .fxpt file, through the strict zip reader (Note [Strict
+// zip container] in zip_reader.cpp), read into memory as they are asked for.
 class Archive {
  public:
-  explicit Archive(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> in) : file_size_(in->size()) {
-    try {
-      reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(std::move(in));
-    } catch (const c10::Error& e) {
-      throw FormatError(std::string("fxcpp::torch: not a readable .fxpt archive (") + e.what_without_backtrace() + ")");
-    }
-  }
-  bool has(const std::string& name) {
-    try {
-      return reader_->hasRecord(name);
-    } catch (const c10::Error& e) {
-      throw FormatError("fxcpp::torch: corrupt archive (" + std::string(e.what_without_backtrace()) + ")");
-    }
-  }
-  /// The bytes of record `name`. `claimed` is the size graph.json gives it: a
-  /// stored record cannot be larger than the file, so a larger claim is refused
-  /// before anything is allocated.
+  explicit Archive(std::shared_ptr<const zip::Source> in) : reader_(std::move(in)) {}
+  /// The bytes of record `name`, CRC-checked. `claimed` is the size
+  /// graph.json gives it: a stored record cannot be larger than the file, so
+  /// a larger claim is refused before anything is allocated.
   std::tuple<at::DataPtr, size_t> get(const std::string& name, uint64_t claimed = 0) {
-    if (claimed > file_size_)
+    if (claimed > reader_.file_size())
       throw FormatError("fxcpp::torch: record '" + name + "' claims " + std::to_string(claimed) +
                         " bytes, more than the whole file");
-    if (!has(name)) throw FormatError("fxcpp::torch: the archive has no record '" + name + "'");
-    try {
-      return reader_->getRecord(name);
-    } catch (const c10::Error& e) {
-      throw FormatError("fxcpp::torch: cannot read record '" + name + "' (" + e.what_without_backtrace() + ")");
-    }
+    const zip::Entry* e = reader_.find(name);
+    if (!e) throw FormatError("fxcpp::torch: the archive has no record '" + name + "'");
+    if (name == kGraphRecord && e->size > kMaxGraphJsonBytes)
+      throw FormatError("fxcpp::torch: graph.json has " + std::to_string(e->size) + " bytes, more than the " +
+                        std::to_string(kMaxGraphJsonBytes) + " bytes (256 MiB) a .fxpt file's graph may have");
+    const size_t n = static_cast<size_t>(e->size);
+    at::DataPtr data = c10::GetCPUAllocator()->allocate(n);
+    reader_.read(*e, data.get());
+    return {std::move(data), n};
   }
 
  private:
-  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
-  size_t file_size_;
+  zip::Reader reader_;
 };
 
 // ---- JSON helpers ---------------------------------------------------------------------
@@ -260,6 +213,10 @@ class Decoder {
 
 // ---- tensors --------------------------------------------------------------------------
 
+// No tensor of a file may have more bytes than this (256 TiB), whatever its
+// strides (Note [Loading untrusted files]).
+constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 48;
+
 bool mul_ok(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 bool add_ok(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_add_overflow(a, b, out); }
 
@@ -321,6 +278,16 @@ std::vector<NamedTensor> read_tensors(const Json& doc, Archive& archive) {
       uint64_t end;
       if (!add_ok(last, 1, &end) || !mul_ok(end, itemsize, &end) || end > si.nbytes)
         bad(w + ": tensor extends past its storage (" + std::to_string(si.nbytes) + " bytes)");
+      // The extent bounds the storage read, not the element count: a stride
+      // of 0 lets 4 bytes back any number of elements, which every kernel
+      // would then loop over (or allocate for). Bounded independently.
+      uint64_t numel = 1, bytes = 0;
+      bool numel_over = false;
+      for (int64_t s : sizes) numel_over = numel_over || !mul_ok(numel, static_cast<uint64_t>(s), &numel);
+      if (numel_over || !mul_ok(numel, itemsize, &bytes) || bytes > kMaxTensorBytes)
+        bad(w + ": " + (numel_over ? std::string("over 2^64") : std::to_string(numel)) + " elements of " +
+            std::to_string(itemsize) + " bytes, more than the " + std::to_string(kMaxTensorBytes) +
+            " bytes a tensor may have");
     }
     if (!si.storage) {
       auto [data, size] = archive.get(si.record, si.nbytes);
@@ -614,7 +581,7 @@ std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_archive(Archive
 }  // namespace
 
 std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std::string& path, const LoadOptions& options) {
-  Archive archive(std::make_shared<FileAdapter>(path));
+  Archive archive(std::make_shared<zip::FileSource>(path));
   return read_archive(archive, options);
 }
 
@@ -624,18 +591,18 @@ Module load(const std::string& path, const LoadOptions& options) {
 }
 
 Module load_from_buffer(const void* data, size_t size, const LoadOptions& options) {
-  Archive archive(std::make_shared<MemoryAdapter>(data, size));
+  Archive archive(std::make_shared<zip::MemorySource>(data, size));
   auto [graph, tensors] = read_archive(archive, options);
   return Module(std::move(graph), std::move(tensors), ModuleOptions{options.plan_memory});
 }
 
 std::string graph_json(const std::string& path) {
-  Archive archive(std::make_shared<FileAdapter>(path));
+  Archive archive(std::make_shared<zip::FileSource>(path));
   return parse_graph(archive).dump(1);
 }
 
 std::string graph_json_from_buffer(const void* data, size_t size) {
-  Archive archive(std::make_shared<MemoryAdapter>(data, size));
+  Archive archive(std::make_shared<zip::MemorySource>(data, size));
   return parse_graph(archive).dump(1);
 }
 

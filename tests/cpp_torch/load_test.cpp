@@ -10,16 +10,23 @@
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
+#include "../fuzz/fxpt_harness.h"
+#include "../fuzz/fxpt_mutators.h"
 #include "fxcpp/torch/module.h"
+#include "zip_builder.h"
 
 namespace fxcpp::torch {
 namespace {
 
 const std::string kFixtures = FXCPP_TORCH_FIXTURE_DIR;
+const std::string kCorpus = FXCPP_FUZZ_CORPUS_DIR;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -206,46 +213,102 @@ TEST(Load, NotArchivesAreRefused) {
   EXPECT_THROW(load(kFixtures), FormatError);  // a directory
 }
 
-// Note [Loader fuzzing]: every truncation point near the ends of the file and
-// random byte flips; each must load (and then run or fail with Error) or be
-// refused with a FormatError. Anything else, a crash or a sanitizer report,
-// fails the test.
-TEST(Load, FuzzedFilesFailCleanly) {
-  const std::string good = read_bytes(fixture(1));
-  auto attempt = [](const std::string& bytes) {
+// Note [Loader fuzzing]
+// ~~~~~~~~~~~~~~~~~~~~~
+// Three fuzzers drive the loader and one forward of what it loaded, each case
+// judged by tests/fuzz/fxpt_harness.h: a FormatError with a message (a
+// malformed file, a refused operator), an Error from forward, or a correct
+// run (the planned runtime's results, on the first and the planned second
+// call, equal the unplanned runtime's). Anything else, a crash or a
+// sanitizer report, fails.
+// * Load.FuzzedFilesFailCleanly (here, `make test`, ASan+UBSan, seconds):
+//   truncations and byte flips of the fixture; structure-aware mutants of
+//   the zip container (methods, flags, CRCs, sizes, offsets, overlapping and
+//   repeated entries, names, end records) rebuilt with zip_builder.h; and of
+//   graph.json, parsed and re-serialised with strings, numbers and values
+//   replaced by odd ones (invalid UTF-8, huge and negative numbers,
+//   identifiers with quotes, newlines and __import__, operator names).
+// * FuzzCorpus.EveryFileHasItsOutcome (fuzz_corpus_test.cpp): the committed
+//   seed corpus, each file's outcome class given by its name.
+// * tests/fuzz/fxpt_fuzzer.cpp: libFuzzer, coverage-guided from that corpus
+//   (`make fuzz`, FXCPP_FUZZ_SECONDS).
+namespace fuzzing {
+
+using namespace fxpt_mutators;
+using ziptest::ZipRecord;
+
+// The records of an honest archive, with their full names.
+std::vector<ZipRecord> records_of(const std::string& path) {
+  caffe2::serialize::PyTorchStreamReader reader(path);
+  std::string prefix = path.substr(path.rfind('/') + 1);
+  prefix = prefix.substr(0, prefix.rfind('.')) + "/";
+  std::vector<ZipRecord> out;
+  for (const std::string& name : reader.getAllRecords()) {
+    auto [data, size] = reader.getRecord(name);
+    ZipRecord r;
+    r.name = prefix + name;
+    r.data.assign(static_cast<const char*>(data.get()), size);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+struct Tally {
+  std::map<fuzz::Outcome, int> count;
+  int findings = 0;
+  void run(const std::string& bytes, const std::string& what) {
     try {
-      Module m = load_from_buffer(bytes.data(), bytes.size());
-      try {
-        m.forward({small_input(1)});
-      } catch (const Error&) {
+      count[fuzz::run_case(bytes.data(), bytes.size()).outcome]++;
+    } catch (const fuzz::Finding& f) {
+      ADD_FAILURE() << what << ": " << f.what();
+      if (const char* dir = std::getenv("FXCPP_FUZZ_DUMP_DIR")) {  // to replay: fxpt_fuzzer FILE
+        std::ofstream(std::string(dir) + "/finding-" + std::to_string(findings++) + ".fxpt", std::ios::binary) << bytes;
       }
-    } catch (const FormatError&) {
     }
-  };
+  }
+};
+
+}  // namespace fuzzing
+
+TEST(Load, FuzzedFilesFailCleanly) {
+  using namespace fuzzing;
+  const std::string good = read_bytes(fixture(1));
+  Tally t;
+  // Truncations near the ends, random byte flips.
   for (size_t cut = 0; cut < good.size(); cut += (cut < 64 || cut + 600 > good.size()) ? 1 : 97)
-    attempt(good.substr(0, cut));
-  std::mt19937 rng(1234);
-  for (int i = 0; i < 400; ++i) {
+    t.run(good.substr(0, cut), "truncated at " + std::to_string(cut));
+  std::mt19937_64 rng(1234);
+  for (int i = 0; i < 200; ++i) {
     std::string bad = good;
     int flips = 1 + static_cast<int>(rng() % 4);
     for (int k = 0; k < flips; ++k) bad[rng() % bad.size()] ^= static_cast<char>(1 + rng() % 255);
-    attempt(bad);
+    t.run(bad, "flips #" + std::to_string(i));
   }
-  // Corrupting graph.json's text through the archive (valid zip, hostile JSON).
-  Records base = read_records(fixture(1));
-  const std::string json = base["graph.json"];
+  EXPECT_GT(t.count[fuzz::Outcome::Refused], 400);
+
+  // The container's fields, then graph.json's text (through an honest container).
+  std::vector<std::vector<ZipRecord>> bases = {records_of(fixture(1))};
+  for (const char* seed : {"ok_primitives.fxpt", "ok_mlp.fxpt"}) bases.push_back(records_of(kCorpus + "/" + seed));
+  Tally zip, json;
   for (int i = 0; i < 300; ++i) {
-    Records r = base;
-    std::string& j = r["graph.json"];
-    size_t at = rng() % j.size();
-    switch (rng() % 4) {
-      case 0: j[at] = "{}[]\",:0-9enaf"[rng() % 15]; break;
-      case 1: j.erase(at, 1 + rng() % 20); break;
-      case 2: j.insert(at, json.substr(rng() % json.size(), 1 + rng() % 40)); break;
-      case 3: j = j.substr(0, at); break;
-    }
-    attempt(write_archive(r));
+    std::string what = "zip mutant #" + std::to_string(i) + ":";
+    zip.run(mutate_zip(pick(bases, rng), rng, what), what);
   }
+  for (int i = 0; i < 450; ++i) {
+    std::vector<ZipRecord> rs = pick(bases, rng);
+    std::string what = "graph.json mutant #" + std::to_string(i) + ":";
+    rs.front().data = mutate_json(rs.front().data, rng, what);
+    json.run(build_zip(rs), what);
+  }
+  for (auto& [what, tally] : std::initializer_list<std::pair<const char*, Tally*>>{{"zip", &zip}, {"graph.json", &json}})
+    std::printf("%s mutants: %d refused, %d failed in forward, %d ran\n", what, tally->count[fuzz::Outcome::Refused],
+                tally->count[fuzz::Outcome::Failed], tally->count[fuzz::Outcome::Ran]);
+  // Each fuzzer reaches past the loader: some mutants load and run, some fail in forward.
+  EXPECT_GT(zip.count[fuzz::Outcome::Refused], 100);
+  EXPECT_GT(zip.count[fuzz::Outcome::Ran], 10);
+  EXPECT_GT(json.count[fuzz::Outcome::Refused], 100);
+  EXPECT_GT(json.count[fuzz::Outcome::Ran], 10);
+  EXPECT_GT(json.count[fuzz::Outcome::Failed], 5);
 }
 
 }  // namespace

@@ -10,6 +10,11 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
+#include <ATen/ops/repeat_interleave.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
 #include <torch/library.h>
 
@@ -513,6 +518,55 @@ TEST(Runtime, ViewsOutsideTheirStorageAreRefused) {
         ADD_FAILURE() << "a view outside its storage was read";
       } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("reaches outside its storage"), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
+TEST(Runtime, ArgumentGuardsStopKernelsThatWouldCrash) {
+  // Note [Argument guards]: repeat_interleave with repeats near 2^62 overflows
+  // its result size inside the kernel (SIGSEGV in torch 1.13) for all three
+  // overloads; the guard refuses it with the node's Error, planned or not,
+  // and leaves ordinary calls alone.
+  const int64_t huge = int64_t(1) << 62;
+  auto build = [](const char* overload, int64_t r) {
+    auto g = std::make_unique<Graph>();
+    Node* x = g->placeholder("x");
+    Node* reps = g->placeholder("reps");
+    Node* a = g->call_function(aten_op("aten::mul.Tensor"), {N(x), Argument::integer(1)});
+    Node* v = nullptr;
+    if (std::string(overload) == "self_int")
+      v = g->call_function(aten_op("aten::repeat_interleave.self_int"), {N(a), Argument::integer(r), Argument::integer(-2)});
+    else if (std::string(overload) == "self_Tensor")
+      v = g->call_function(aten_op("aten::repeat_interleave.self_Tensor"), {N(a), N(reps), Argument::integer(1)});
+    else
+      v = g->call_function(aten_op("aten::repeat_interleave.Tensor"), {N(reps)});
+    g->output(N(g->call_function(aten_op("aten::add.Tensor"), {N(v), Argument::integer(1)})));
+    return g;
+  };
+  at::Tensor x = at::zeros({3, 1, 4, 4});
+  for (const char* overload : {"self_int", "self_Tensor", "Tensor"}) {
+    for (bool plan : {true, false}) {
+      Module bad(build(overload, huge), {}, ModuleOptions{plan});
+      at::Tensor reps = std::string(overload) == "Tensor" ? at::full({2}, huge, at::kLong) : at::full({1}, huge, at::kLong);
+      for (int i = 0; i < 2; ++i) {
+        try {
+          bad.forward({x, reps});
+          ADD_FAILURE() << overload << ": a repeat_interleave of 2^62 ran";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("repeat_interleave"), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find("would exceed"), std::string::npos) << e.what();
+        }
+      }
+      // The same graphs with small repeats run as eager does.
+      Module ok(build(overload, 2), {}, ModuleOptions{plan});
+      at::Tensor small = std::string(overload) == "Tensor" ? at::tensor({1, 2}, at::kLong) : at::tensor({2}, at::kLong);
+      for (int i = 0; i < 3; ++i) {
+        at::Tensor got = ok.forward({x, small}).toTensor();
+        at::Tensor want = std::string(overload) == "self_int"      ? at::repeat_interleave(x, 2, -2) + 1
+                          : std::string(overload) == "self_Tensor" ? at::repeat_interleave(x, small, 1) + 1
+                                                                   : at::repeat_interleave(small) + 1;
+        EXPECT_TRUE(at::equal(got, want)) << overload;
       }
     }
   }
