@@ -381,13 +381,56 @@ def _set_attr(root: torch.nn.Module, qualified: str, value: torch.Tensor, kind: 
         setattr(mod, leaf, value)
 
 
+# Attribute names a file's tensor may not take: they would replace what the
+# module itself needs (``forward``, ``graph``, ``code``, ``_runtime``, ...).
+def _reserved_names(cls) -> frozenset:
+    return frozenset(dir(cls)) | {'_runtime', '_parameters', '_buffers', '_modules', 'training'}
+
+
+def _check_tensor_name(name: Any, reserved: frozenset) -> List[str]:
+    if not isinstance(name, str):
+        raise ValueError(f'fxcpp.aten.load: malformed graph.json: a tensor name is a {type(name).__name__}, '
+                         'not a string')
+    parts = name.split('.')
+    for part in parts:
+        if not part.isidentifier() or part in reserved or (part.startswith('__') and part.endswith('__')):
+            raise ValueError(f'fxcpp.aten.load: the tensor name {name!r} cannot be an attribute of the loaded '
+                             f'module ({part!r} is not an identifier, or is a name the module itself uses)')
+    return parts
+
+
+def _set_attr(root: torch.nn.Module, qualified: str, value: torch.Tensor, kind: str,
+              reserved: frozenset = frozenset()) -> None:
+    *path, leaf = _check_tensor_name(qualified, reserved)
+    mod = root
+    for part in path:
+        sub = mod._modules.get(part)
+        if sub is None:
+            if hasattr(mod, part):
+                raise ValueError(f'fxcpp.aten.load: the tensor name {qualified!r} needs {part!r} to be a '
+                                 'submodule, but it is a tensor')
+            sub = torch.nn.Module()
+            mod.add_module(part, sub)
+        mod = sub
+    if hasattr(mod, leaf):
+        raise ValueError(f'fxcpp.aten.load: the tensor name {qualified!r} clashes with an attribute the loaded '
+                         'module already has (a tensor named twice, or also used as a submodule)')
+    if kind == 'parameter':
+        mod.register_parameter(leaf, torch.nn.Parameter(value, requires_grad=value.requires_grad))
+    elif kind == 'buffer':
+        mod.register_buffer(leaf, value)
+    else:
+        setattr(mod, leaf, value)
+
+
 def _graph_module(runtime, doc: Dict[str, Any]) -> GraphModule:
     requires_grad = {t['name']: t.get('requires_grad', False) for t in doc['tensors']}
     root = torch.nn.Module()
+    reserved = _reserved_names(GraphModule)
     for name, kind, tensor in runtime.tensors():
         if requires_grad.get(name) and tensor.is_floating_point():
             tensor.requires_grad_(True)
-        _set_attr(root, name, tensor, kind)
+        _set_attr(root, name, tensor, kind, reserved)
     graph = Graph()
     nodes: Dict[str, Node] = {}
     for entry in doc['nodes']:
@@ -404,26 +447,102 @@ def _graph_module(runtime, doc: Dict[str, Any]) -> GraphModule:
         if 'tensor_meta' in meta:
             node.meta['tensor_meta'] = _decode(meta['tensor_meta'], nodes)
         nodes[entry['name']] = node
-    return GraphModule(root, graph, doc.get('class_name', 'GraphModule'))
+    class_name = doc.get('class_name', 'GraphModule')
+    if not isinstance(class_name, str) or not class_name.isidentifier():
+        raise ValueError(f'fxcpp.aten.load: malformed graph.json: class_name {class_name!r} is not an identifier')
+    return GraphModule(root, graph, class_name)
 
 
-def load(path, runtime: str = 'python', plan_memory: bool = True):
+# Note [Python load path]
+# ~~~~~~~~~~~~~~~~~~~~~~~
+# The file is read once, into memory; the C++ loader checks those bytes and
+# reads the tensors from them, and the graph document the Python runtime
+# rebuilds its graph from comes from the same bytes, so what is checked is
+# what runs (no second read that a changed file could answer differently).
+# The bindings take a path or bytes (``_C_torch.load(source, *, plan_memory,
+# trusted)``, ``_C_torch.graph_json(source)``); _c_loader() detects, once, a
+# build whose bindings predate that (path only, no ``trusted``) and reads the
+# path then. Whatever the file holds, load raises ValueError (or OSError when
+# the file cannot be read): errors of the Python side that the C++ checks
+# let through are turned into ValueError too.
+_SOURCE_API: List[bool] = []
+
+
+def _c_loader() -> bool:
+    """True when ``_C_torch.load``/``graph_json`` take bytes and ``trusted``."""
+    if not _SOURCE_API:
+        try:
+            _C_torch.load(b'', plan_memory=True, trusted=False)
+            new = True
+        except TypeError:  # no keyword `trusted` (or no bytes): the older interface
+            new = False
+        except Exception:  # noqa: BLE001 -- the empty file, refused: the new interface
+            new = True
+        _SOURCE_API.append(new)
+    return _SOURCE_API[0]
+
+
+def _load_runtime(data: bytes, path, plan_memory: bool, trusted: bool):
+    if _c_loader():
+        return _C_torch.load(data, plan_memory=plan_memory, trusted=trusted)
+    if plan_memory:
+        return _C_torch.load_bytes(data)
+    return _C_torch.load(path, plan_memory=plan_memory)  # an old build: no bytes with options
+
+
+def _graph_record(data: bytes) -> bytes:
+    # An older build's graph_json reads paths only: the record from the same
+    # bytes (the C++ loader has accepted them), as its reader finds it.
+    import io
+    import zipfile
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        names = [n for n in z.namelist() if n.split('/', 1)[-1] == 'graph.json']
+        if not names:
+            raise ValueError("fxcpp.aten.load: the archive has no record 'graph.json'")
+        return z.read(names[-1])
+
+
+def _graph_doc(data: bytes) -> Dict[str, Any]:
+    text = _C_torch.graph_json(data) if _c_loader() else _graph_record(data)
+    doc = json.loads(text)
+    if not isinstance(doc, dict):
+        raise ValueError('fxcpp.aten.load: malformed graph.json: not an object')
+    return doc
+
+
+def _read(path) -> bytes:
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+_MALFORMED = (KeyError, TypeError, AttributeError, IndexError, RuntimeError, SyntaxError, OverflowError,
+              RecursionError, UnicodeError, LookupError, EOFError)
+
+
+def load(path, runtime: str = 'python', plan_memory: bool = True, trusted: bool = False):
     """Reads a file written by :func:`save`.
 
     ``runtime='python'`` returns a GraphModule (same ``code`` as the saved
     one); ``runtime='cpp'`` returns a :class:`fxcpp.aten.CppModule` whose
     forward runs the whole graph in the C++ runtime with the GIL released.
-    Either way the C++ loader checks the whole file first and reads the
-    tensors once; no code from the file runs. A malformed or newer file
-    raises ValueError saying what is wrong. ``plan_memory=False`` makes the
-    C++ runtime allocate every result as eager PyTorch does (Note [Memory
-    planning] in src/torch/plan.cpp).
+    Either way the file is read once and the C++ loader checks it whole and
+    reads the tensors; no code from the file runs. A malformed or newer file
+    raises ValueError saying what is wrong; a file that cannot be read raises
+    OSError. ``plan_memory=False`` makes the C++ runtime allocate every result
+    as eager PyTorch does (Note [Memory planning] in src/torch/plan.cpp).
+    ``trusted=True`` lifts the restrictions on what a file may ask the
+    runtime to do: only for files you made yourself (docs/fxpt_format.md).
     """
     from ._runtime import CppModule
     if runtime not in ('python', 'cpp'):
         raise ValueError(f"fxcpp.aten.load: runtime must be 'python' or 'cpp', not {runtime!r}")
-    rt = _C_torch.load(path, plan_memory=plan_memory)
-    if runtime == 'cpp':
-        return CppModule(rt)
-    doc = json.loads(_C_torch.graph_json(path))
-    return _graph_module(rt, doc)
+    data = _read(path)
+    try:
+        rt = _load_runtime(data, path, plan_memory, trusted)
+        if runtime == 'cpp':
+            return CppModule(rt)
+        return _graph_module(rt, _graph_doc(data))
+    except ValueError:
+        raise
+    except _MALFORMED as e:
+        raise ValueError(f'fxcpp.aten.load: malformed file: {type(e).__name__}: {e}') from e

@@ -23,19 +23,30 @@ class CppModule(torch.nn.Module):
     """
 
     def __init__(self, runtime):
+        from ._format import _reserved_names, _set_attr
         super().__init__()
         self._runtime = runtime
+        reserved = _reserved_names(type(self))
         for name, _kind, tensor in runtime.tensors():
-            *path, leaf = name.split('.')
-            mod = self
-            for part in path:
-                if not hasattr(mod, part):
-                    mod.add_module(part, torch.nn.Module())
-                mod = getattr(mod, part)
-            mod.register_buffer(leaf, tensor)
+            _set_attr(self, name, tensor, 'buffer', reserved)
 
     def forward(self, *inputs):
         return self._runtime.run(*inputs)
+
+    def _apply(self, fn, *args, **kwargs):
+        # .to(), .double(), .half(), .cuda(), ... come here. The runtime reads the
+        # tensors it loaded, which the buffers share: a conversion that made new
+        # tensors would change what state_dict() shows and not what runs. So
+        # those are refused; conversions that give back the same tensors work.
+        for name, t in self.named_buffers():
+            out = fn(t)
+            if out is not t:
+                raise RuntimeError(
+                    f'CppModule: this conversion would change the tensors the C++ runtime runs with (buffer '
+                    f'{name!r}: {t.dtype} on {t.device} -> {out.dtype} on {out.device}), which a loaded module '
+                    f'cannot do. Convert the inputs instead, or convert the model before fxcpp.aten.lower and '
+                    f'save it again.')
+        return self
 
     @property
     def input_names(self):
