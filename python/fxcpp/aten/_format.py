@@ -393,9 +393,12 @@ def _check_tensor_name(name: Any, reserved: frozenset) -> List[str]:
                          'not a string')
     parts = name.split('.')
     for part in parts:
-        if not part.isidentifier() or part in reserved or (part.startswith('__') and part.endswith('__')):
+        # identifiers, or indices (nn.Sequential's submodules are named '0', '1', ...)
+        ok = part.isidentifier() or (part.isascii() and part.isdigit())
+        if not ok or part in reserved or (part.startswith('__') and part.endswith('__')):
             raise ValueError(f'fxcpp.aten.load: the tensor name {name!r} cannot be an attribute of the loaded '
-                             f'module ({part!r} is not an identifier, or is a name the module itself uses)')
+                             f'module ({part!r} is neither an identifier nor an index, or is a name the module '
+                             f'itself uses)')
     return parts
 
 
@@ -495,11 +498,14 @@ def _graph_record(data: bytes) -> bytes:
     # bytes (the C++ loader has accepted them), as its reader finds it.
     import io
     import zipfile
-    with zipfile.ZipFile(io.BytesIO(data)) as z:
-        names = [n for n in z.namelist() if n.split('/', 1)[-1] == 'graph.json']
-        if not names:
-            raise ValueError("fxcpp.aten.load: the archive has no record 'graph.json'")
-        return z.read(names[-1])
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            names = [n for n in z.namelist() if n.split('/', 1)[-1] == 'graph.json']
+            if not names:
+                raise ValueError("fxcpp.aten.load: the archive has no record 'graph.json'")
+            return z.read(names[-1])
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as e:
+        raise ValueError(f'fxcpp.aten.load: corrupt archive ({e})') from e
 
 
 def _graph_doc(data: bytes) -> Dict[str, Any]:
