@@ -4,7 +4,6 @@ once and every bad file raises ValueError (Note [Python load path]), saving is
 atomic and checked (Note [Atomic saving]), and a CppModule refuses conversions
 that would make its state_dict differ from what runs."""
 import copy
-import io
 import json
 import os
 import pickle

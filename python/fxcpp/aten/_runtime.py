@@ -4,8 +4,6 @@ import tempfile
 
 import torch
 
-from .. import _C_torch
-
 __all__ = ['CppModule', 'compile']
 
 
@@ -65,13 +63,14 @@ def compile(model, *example_inputs) -> CppModule:
     """Lowers ``model`` (an nn.Module or GraphModule) with ``fxcpp.aten.lower``
     and loads the result into the C++ runtime: ``compile(m, x)(x)`` runs
     ``m`` with no Python per op."""
-    from ._format import save
+    from ._format import _load_runtime, _read, save
     from ._lower import lower
     gm = lower(model, *example_inputs)
     fd, path = tempfile.mkstemp(suffix='.fxpt')
     os.close(fd)
     try:
         save(gm, path)
-        return CppModule(_C_torch.load(path))
+        # the caller's own model, just written: trusted
+        return CppModule(_load_runtime(_read(path), path, plan_memory=True, trusted=True))
     finally:
         os.unlink(path)
