@@ -398,14 +398,33 @@ def _is_fxpt(target: str) -> bool:
     return target.endswith(".fxpt") or (os.path.isfile(target) and ":" not in os.path.basename(target))
 
 
-def _load_fxpt(path: str, runtime: str):
+def _load_fxpt(path: str, runtime: str, trusted: bool = False):
     from fxcpp import aten
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise CliError(f"no such file: {path}", "fxcpp export MODULE:CALLABLE -o FILE.fxpt writes one")
+    if os.path.isdir(path):
+        raise CliError(f"{path} is a directory, not a .fxpt file")
     try:
-        return aten.load(path, runtime=runtime)
+        return aten.load(path, runtime=runtime, trusted=trusted)
     except ValueError as e:
-        raise CliError(f"cannot load {path}: {_first_line(e)}")
+        hint = None if trusted or "trusted" not in str(e) else (
+            "only if you made this file yourself: --trusted lets it call any operator")
+        raise CliError(f"cannot load {path}: {_first_line(e)}", hint)
+    except OSError as e:
+        raise CliError(f"cannot read {path}: {e.strerror or e}")
+
+
+def _random_input(shape):
+    import torch
+    try:
+        return torch.randn(shape)
+    except (RuntimeError, MemoryError, OverflowError, ValueError) as e:
+        raise CliError(f"cannot make an input of shape {tuple(shape)}: {_first_line(e)}",
+                       "use a smaller --input-shape", EXIT_USAGE)
+
+
+#: the most intra-op threads `fxcpp run --threads` takes (more only thrash, or hang creating them)
+MAX_THREADS = 256
 
 
 def cmd_export(args) -> int:
@@ -414,6 +433,7 @@ def cmd_export(args) -> int:
     import torch
     from fxcpp import aten
     shape = parse_shape(args.input_shape)
+    example = _random_input(shape)
     obj = load_callable(args.target)
     model = instantiate(obj, args.target)
     if isinstance(model, torch.nn.Module):
@@ -421,14 +441,21 @@ def cmd_export(args) -> int:
     t0 = time.perf_counter()
     gm = trace(model, args.target, None, args.leaf_module or ())
     print(f"fxcpp: traced {args.target}: {len(gm.graph.nodes)} nodes", file=sys.stderr)
-    example = torch.randn(shape)
     try:
         lowered = aten.lower(gm, example, **({"progress": _progress_hook()} if _lower_takes_progress() else {}))
     except aten.LoweringError as e:
         raise CliError(f"cannot lower {args.target}: {_first_line(e)}",
                        "register a lowering with @fxcpp.aten.register_lowering(target), or keep that part in Python "
                        "(--leaf-module does not help here: the runtime needs every op in ATen)")
-    aten.save(lowered, args.output)
+    except Exception as e:  # noqa: BLE001 -- lowering runs the model
+        raise CliError(f"cannot lower {args.target}: {type(e).__name__}: {_first_line(e)}", _debug_hint())
+    try:
+        aten.save(lowered, args.output)
+    except OSError as e:
+        raise CliError(f"cannot write {args.output!r}: {os.strerror(e.errno) if e.errno else e}",
+                       "nothing was written (an existing file is unchanged)")
+    except ValueError as e:
+        raise CliError(f"cannot save {args.target}: {_first_line(e)}")
     size = os.path.getsize(args.output)
     print(f"fxcpp: wrote {args.output}: {len(lowered.graph.nodes)} nodes, {size / 1e6:.1f} MB "
           f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
@@ -462,18 +489,26 @@ def cmd_run(args) -> int:
     shape = parse_shape(args.input_shape)
     if args.repeat < 1:
         raise CliError("--repeat must be at least 1", None, EXIT_USAGE)
+    if not 1 <= args.threads <= MAX_THREADS:
+        raise CliError(f"--threads must be between 1 and {MAX_THREADS}, not {args.threads}",
+                       f"this machine has {os.cpu_count()} CPUs", EXIT_USAGE)
     torch.set_num_threads(args.threads)
-    m = _load_fxpt(args.file, "cpp")
-    x = torch.randn(shape)
-    try:
-        out = m(x)
-    except (TypeError, RuntimeError) as e:
-        raise CliError(f"running {args.file} on an input of shape {tuple(shape)} failed: {_first_line(e)}")
+    m = _load_fxpt(args.file, "cpp", args.trusted)
+    x = _random_input(shape)
+
+    def call():
+        try:
+            return m(x)
+        except Exception as e:  # noqa: BLE001 -- the model's kernels
+            raise CliError(f"running {args.file} on an input of shape {tuple(shape)} failed: "
+                           f"{type(e).__name__}: {_first_line(e)}")
+
+    out = call()
     times = []
     bar = _Progress(args.repeat, "running")
     for _ in range(args.repeat):
         t = time.perf_counter()
-        m(x)
+        call()
         times.append(time.perf_counter() - t)
         bar.step()
     bar.close()
@@ -503,7 +538,7 @@ def _leaves(value, path):
 
 def cmd_show(args) -> int:
     if _is_fxpt(args.target):
-        gm = _load_fxpt(args.target, "python")
+        gm = _load_fxpt(args.target, "python", args.trusted)
         if args.format == "code":
             text = gm.code.strip("\n") + "\n"
         elif args.format == "graph":
@@ -515,7 +550,7 @@ def cmd_show(args) -> int:
         if args.output:
             render_dot(text, args.output) if args.format == "dot" else _write(args.output, text)
         else:
-            sys.stdout.write(text)
+            _flush_stdout(text)
         return 0
     if args.input_shape:
         shape = parse_shape(args.input_shape)
@@ -549,7 +584,7 @@ def cmd_show(args) -> int:
             _write(args.output, text)
         print(f"fxcpp: wrote {args.output}", file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        _flush_stdout(text)
     return 0
 
 
@@ -593,6 +628,10 @@ def cmd_demo(args, rest: List[str]) -> int:
     return _delegate(os.path.join("examples", "demo.py"), (["--quick"] if args.quick else []) + rest, "the demo")
 
 
+_TRUSTED_HELP = ("load a .fxpt file without the restrictions on what it may ask the runtime to do -- only for "
+                 "files you made yourself (docs/fxpt_format.md)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fxcpp", description="fxcpp: torch.fx with a C++ core -- trace and inspect models, run benchmarks.")
@@ -622,6 +661,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--leaf-module", action="append", metavar="NAME",
                    help="do not trace into this submodule (qualified name or class name); repeatable")
     s.add_argument("--width", type=int, default=60, help=argparse.SUPPRESS)
+    s.add_argument("--trusted", action="store_true", help=_TRUSTED_HELP)
 
     e = sub.add_parser("export", help="trace, lower to ATen and save a model as a .fxpt file",
                        description="Trace MODULE:CALLABLE, lower it to ATen operators (fxcpp.aten.lower) on "
@@ -637,7 +677,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("file", metavar="FILE.fxpt")
     r.add_argument("--input-shape", metavar="D0,D1,...", required=True, help="run on torch.randn(shape)")
     r.add_argument("--repeat", type=int, default=10, help="timed runs after a warm-up (default 10)")
-    r.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
+    r.add_argument("--threads", type=int, default=1, help=f"intra-op threads, 1 to {MAX_THREADS} (default 1)")
+    r.add_argument("--trusted", action="store_true", help=_TRUSTED_HELP)
 
     b = sub.add_parser("bench", help="run the side-by-side benchmark suite (bench/run.py)",
                        description="Runs bench/run.py: fxcpp vs torch.fx benchmarks, writing bench/results/ "
@@ -651,6 +692,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _silence_stdout() -> None:
+    # What is still buffered would fail again when the interpreter exits.
+    try:
+        sys.stdout = open(os.devnull, "w")
+    except OSError:
+        pass
+
+
+def _flush_stdout(text: str = "") -> None:
+    """Writes `text` to standard output and flushes it; a failure (a full
+    disk, /dev/full) is a CliError, not a traceback."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        _silence_stdout()
+        raise CliError(f"cannot write the output: {e.strerror or e}", "write to a file with -o FILE")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
@@ -662,14 +724,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_USAGE
     try:
         if args.command == "show":
-            return cmd_show(args)
-        if args.command == "export":
-            return cmd_export(args)
-        if args.command == "run":
-            return cmd_run(args)
-        if args.command == "bench":
-            return cmd_bench(args, rest)
-        return cmd_demo(args, rest)
+            code = cmd_show(args)
+        elif args.command == "export":
+            code = cmd_export(args)
+        elif args.command == "run":
+            code = cmd_run(args)
+        elif args.command == "bench":
+            code = cmd_bench(args, rest)
+        else:
+            code = cmd_demo(args, rest)
+        _flush_stdout()
+        return code
     except CliError as e:
         print(f"fxcpp: error: {e}", file=sys.stderr)
         for h in ([e.hint] if isinstance(e.hint, str) else e.hint or []):
@@ -685,6 +750,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
+    except OSError as e:  # output that cannot be written (print() to a full disk, /dev/full)
+        _silence_stdout()
+        print(f"fxcpp: error: {e.strerror or e}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

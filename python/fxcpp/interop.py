@@ -232,11 +232,47 @@ def from_torch_fx(obj):
     return convert(obj, _torch_lib(), _fxcpp_lib())
 
 
+def _check_strings_for_torch_fx(graph) -> None:
+    """Note [Strings in generated code] (src/core/codegen.cpp), for torch.fx's
+    code generator, which writes a placeholder target, attribute names and
+    keyword argument names into the code verbatim: refuse (ValueError naming
+    the node) any that would not stay what it is there, so that converting a
+    graph (from a file, say) to torch.fx never makes code that runs its text."""
+    import keyword
+
+    def plain(s):
+        return isinstance(s, str) and s.isidentifier() and not keyword.iskeyword(s)
+
+    def quotable(s):  # torch.fx writes getattr(base, "s") with no escaping
+        return plain(s) or (s.isprintable() and '"' not in s and '\\' not in s)
+
+    for n in graph.nodes:
+        what = None
+        if n.op == 'placeholder':
+            t = n.target
+            name = t[2:] if t.startswith('**') else t[1:] if t.startswith('*') else t
+            if not plain(name):
+                what = f'placeholder target {t!r}'
+        elif n.op in ('get_attr', 'call_module', 'call_method') and isinstance(n.target, str):
+            if not all(quotable(c) for c in n.target.split('.')):
+                what = f'target {n.target!r}'
+        if what is None:
+            bad = [k for k in n.kwargs if not plain(k)]
+            if bad:
+                what = f'keyword argument name {bad[0]!r}'
+        if what is not None:
+            raise ValueError(f"to_torch_fx: cannot convert node '{n.name}': torch.fx would write its {what} "
+                             'into generated code as it is, and it is not a plain Python name')
+
+
 def to_torch_fx(obj):
     """The ``torch.fx`` ``Graph``/``GraphModule`` equivalent to an fxcpp one (a
-    torch.fx object is returned unchanged). See the module docstring."""
+    torch.fx object is returned unchanged). See the module docstring. Raises
+    ValueError for a graph whose names torch.fx's code generator would write
+    into code unchecked (Note [Strings in generated code])."""
     lib, what = _kind(obj)
     if lib == 'torch':
         return obj
+    _check_strings_for_torch_fx(obj.graph if what == 'gm' else obj)
     convert = _convert_gm if what == 'gm' else _convert_graph
     return convert(obj, _fxcpp_lib(), _torch_lib())

@@ -1,7 +1,9 @@
 // Python code generation: torch.fx 1.13 CodeGen._gen_python_code.
 #include "fxcpp/core/codegen.h"
 
+#include <cstdio>
 #include <regex>
+#include <stdexcept>
 #include <sstream>
 #include <unordered_map>
 
@@ -51,6 +53,64 @@ std::string format_positional(const char* fmt, const std::vector<std::string>& v
   return out;
 }
 
+// Note [Strings in generated code]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A graph may come from a file (fxcpp.aten.load, fxcpp::torch::load), so no
+// string of it may reach the generated source as code unchecked: a
+// placeholder's target becomes a parameter of `def forward`, attribute names
+// (get_attr, call_module, call_method targets) become `.name` or
+// `getattr(base, "name")`, keyword argument names become `name = value`.
+// Each such string is either checked to be a plain name (an identifier that
+// is not a keyword; a placeholder may add a leading `*` or `**`) or embedded
+// as an escaped string literal (append_string_literal); what can be neither
+// (a placeholder target or a keyword argument name that is not a plain name)
+// raises std::invalid_argument naming the node. For every graph whose
+// torch.fx code compiles, the output is byte-identical to torch.fx's; where
+// torch.fx embeds such text verbatim -- code that does not compile, or that
+// runs the text, as `def forward(self, x=__import__('os').system(...))`
+// would -- fxcpp escapes or refuses (a deliberate divergence). Node names
+// need no check: codegen names every value through its Namespace, which
+// only makes identifiers. The loaders validate these strings too
+// (src/torch/load.cpp); this is the second wall.
+
+// A Python identifier that is not a keyword: safe to write as code.
+bool is_plain_name(std::string_view s) {
+  if (!is_identifier(s)) return false;
+  if (s.size() < 2 || s.size() > 8) return true;  // Python's keywords have 2 to 8 characters
+  return name_rules().keywords.count(std::string(s)) == 0;
+}
+
+// Appends `s` as a double-quoted Python string literal: identical to the text
+// torch.fx writes between its quotes unless `s` holds a quote, a backslash or
+// a control character, which are escaped.
+void append_string_literal(std::string& out, std::string_view s) {
+  out += '"';
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof(b), "\\x%02x", c);
+      out += b;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += '"';
+}
+
+std::string refusal_text(const Node& node, const std::string& what, const std::string& text) {
+  return "cannot generate code for node '" + std::string(node.name()) + "': its " + what + " " +
+         py_repr_string(text) + " is not a Python identifier, so it cannot be written into the generated code";
+}
+
 class Generator {
  public:
   Generator(const Graph& g, const PythonCodeOptions& o) : g_(g), o_(o) {}
@@ -75,6 +135,9 @@ class Generator {
       emit_node(*n);
       delete_unused_values(*n);
     }
+    // Raised after every node is generated, so that an error torch.fx raises
+    // at a later node comes first, as it does in torch.fx.
+    if (refusal_) throw std::invalid_argument(*refusal_);
     if (body_.empty() && body_text_.empty()) emit("pass\n");
 
     std::string wrap_stmts;
@@ -223,7 +286,9 @@ class Generator {
 
   // torch.fx _format_args: ', '.join of the args' reprs and "k = v" pairs;
   // an args text that came out empty gets no separator.
-  void format_args_to(std::string& out, ArgSpan args, size_t from, const KwArgs& kwargs) {
+  void format_args_to(std::string& out, ArgSpan args, size_t from, const KwArgs& kwargs, const Node& node) {
+    for (const auto& kv : kwargs)  // Note [Strings in generated code]
+      if (!is_plain_name(kv.first)) refuse(node, "keyword argument name", kv.first);
     size_t start = out.size();
     for (size_t i = from; i < args.size(); ++i) {
       if (i > from) out += ", ";
@@ -342,13 +407,16 @@ class Generator {
     const auto& args = node.args();
     switch (node.op()) {
       case Op::Placeholder: {
+        // Note [Strings in generated code]: `name`, `*name` or `**name`.
+        std::string target = node.target().str().get();
+        std::string_view raw = target;
+        if (raw.rfind("**", 0) == 0) raw.remove_prefix(2);
+        else if (raw.rfind("*", 0) == 0) raw.remove_prefix(1);
+        if (!is_plain_name(raw)) refuse(node, "placeholder target", target);
         std::string def = args.empty() ? "" : " = " + repr(args[0]);
-        free_vars_.push_back(node.target().str() + ann + def);
-        std::string raw;
-        for (char c : node.target().str())
-          if (c != '*') raw.push_back(c);
+        free_vars_.push_back(target + ann + def);
         std::string r(node_repr(&node));
-        if (raw != r) emit(r + " = " + raw + "\n");
+        if (raw != r) emit(r + " = " + std::string(raw) + "\n");
         return;
       }
       case Op::CallMethod: {
@@ -358,7 +426,7 @@ class Generator {
         repr_to(scratch_, args[0]);
         format_target_into(out, scratch_, node.target().str().get());
         out += '(';
-        format_args_to(out, args, 1, node.kwargs());
+        format_args_to(out, args, 1, node.kwargs(), node);
         out += ')';
         end_piece();
         return;
@@ -398,7 +466,7 @@ class Generator {
         const std::string& gname = global_for(node.target().fn(), fi);
         // torch.fx tests `node.args[1]` before the length: fewer than two args raise IndexError.
         if (gname == "getattr" && args.size() < 2) throw std::out_of_range("tuple index out of range");
-        if (gname == "getattr" && args.size() == 2 && args[1].is_string() && is_identifier(args[1].as_string())) {
+        if (gname == "getattr" && args.size() == 2 && args[1].is_string() && is_plain_name(args[1].as_string())) {
           std::string r(node_repr(&node));
           emit(r + ann + " = " + format_target(repr(args[0]), args[1].as_string()));
           return;
@@ -406,7 +474,7 @@ class Generator {
         std::string& out = begin_assignment(node, ann);
         out += gname;
         out += '(';
-        format_args_to(out, args, 0, node.kwargs());
+        format_args_to(out, args, 0, node.kwargs(), node);
         out += ')';
         end_piece();
         if (o_.hooks.is_wrapped && o_.hooks.is_wrapped(node)) {
@@ -420,7 +488,7 @@ class Generator {
         std::string& out = begin_assignment(node, ann);
         format_target_into(out, o_.root_module, node.target().str().get());
         out += '(';
-        format_args_to(out, args, 0, node.kwargs());
+        format_args_to(out, args, 0, node.kwargs(), node);
         out += ')';
         end_piece();
         return;
@@ -446,6 +514,13 @@ class Generator {
       case Op::Root: return;
     }
   }
+
+  // Note [Strings in generated code]: the first string that cannot be
+  // written; thrown once all nodes are generated.
+  void refuse(const Node& node, const std::string& what, const std::string& text) {
+    if (!refusal_) refusal_ = refusal_text(node, what, text);
+  }
+  std::optional<std::string> refusal_;
 
   const Graph& g_;
   const PythonCodeOptions& o_;
@@ -574,18 +649,20 @@ void format_target_into(std::string& out, std::string_view base, std::string_vie
       start = dot + 1;
     }
   };
+  // Note [Strings in generated code]: a component that is not a plain name
+  // is a string literal.
   for_each_component([&out](std::string_view e) {
-    if (!is_identifier(e)) out += "getattr(";
+    if (!is_plain_name(e)) out += "getattr(";
   });
   out += base;
   for_each_component([&out](std::string_view e) {
-    if (is_identifier(e)) {
+    if (is_plain_name(e)) {
       out += '.';
       out += e;
     } else {
-      out += ", \"";
-      out += e;
-      out += "\")";
+      out += ", ";
+      append_string_literal(out, e);
+      out += ')';
     }
   });
 }

@@ -6,7 +6,17 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/api/include/torch/version.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
@@ -256,17 +266,142 @@ void emit(const Prepared& p, caffe2::serialize::PyTorchStreamWriter& writer) {
   }
 }
 
+// Note [Atomic saving]
+// ~~~~~~~~~~~~~~~~~~~~
+// A save leaves either the complete file at the target or, with an
+// exception, the target as it was. PyTorch's archive writer cannot do that
+// by itself: it throws from its destructor when its output fails (a full
+// disk ends the process in std::terminate), and its file stream reports the
+// errors of its last, buffered bytes nowhere. So the writer gets a sink that
+// never fails: FdSink writes to a file descriptor, remembers the first error
+// and swallows the rest; the error is raised once the writer has finished.
+// A new or regular target is written as a temporary file in its directory
+// (same file system), fsync'ed, closed (each checked) and renamed over the
+// target; on any error the temporary file is removed. The file gets the
+// mode of the file it replaces, or 0666 minus the umask. A symbolic link is
+// followed: the file it names is replaced, the link stays. A target that
+// exists and is neither a regular file nor a directory (/dev/null,
+// /dev/full, a fifo) cannot be replaced by renaming: it is opened without
+// creating or truncating anything (a fifo without a reader is an error, not
+// a hang) and written directly; any error is raised, but what the bytes
+// already written did cannot be undone. A directory is refused.
+// python/fxcpp/aten/_format.py (_write_file) implements the same policy.
+class FdSink {
+ public:
+  explicit FdSink(int fd) : fd_(fd) {}
+  /// Writes all `n` bytes, or records the first error; always "succeeds".
+  size_t write(const void* data, size_t n) noexcept {
+    const char* p = static_cast<const char*>(data);
+    size_t left = n;
+    while (left > 0 && err_ == 0) {
+      ssize_t w = ::write(fd_, p, left);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        err_ = errno;
+      } else if (w == 0) {
+        err_ = EIO;
+      } else {
+        p += w;
+        left -= static_cast<size_t>(w);
+      }
+    }
+    return n;
+  }
+  /// The first errno seen, 0 if none.
+  int error() const { return err_; }
+
+ private:
+  int fd_;
+  int err_ = 0;
+};
+
+[[noreturn]] void write_error(const std::string& what, const std::string& path, int err) {
+  throw Error("fxcpp::torch::save: cannot " + what + " '" + path + "' (" + std::strerror(err) + ")");
+}
+
+// The process's umask, read without changing it (umask() would, for every thread).
+mode_t current_umask() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Umask:", 0) == 0) return static_cast<mode_t>(std::strtoul(line.c_str() + 6, nullptr, 8));
+  return 022;
+}
+
+// Writes what `produce` gives the sink to `path` (Note [Atomic saving]).
+void write_file(const std::string& path, const std::function<void(FdSink&)>& produce) {
+  if (path.empty()) throw Error("fxcpp::torch::save: the path is empty");
+  std::string target = path;
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    char resolved[PATH_MAX];
+    if (::realpath(path.c_str(), resolved)) target = resolved;
+  }
+  bool exists = ::stat(target.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) write_error("write", path, EISDIR);
+  if (exists && !S_ISREG(st.st_mode)) {
+    int fd = ::open(target.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) write_error("open", path, errno);
+    int flags = ::fcntl(fd, F_GETFL);
+    if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    FdSink sink(fd);
+    try {
+      produce(sink);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    int err = sink.error();
+    if (::close(fd) != 0 && err == 0) err = errno;
+    if (err != 0) write_error("write", path, err);
+    return;
+  }
+
+  size_t slash = target.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : target.substr(0, slash);
+  std::string base = slash == std::string::npos ? target : target.substr(slash + 1);
+  std::string tmp = (dir == "/" ? "" : dir) + "/." + base + ".tmp-XXXXXX";
+  int fd = ::mkostemp(&tmp[0], O_CLOEXEC);
+  if (fd < 0) write_error("create a temporary file for", path, errno);
+  int err = 0;
+  try {
+    mode_t mode = exists ? (st.st_mode & 07777) : (0666 & ~current_umask());
+    if (::fchmod(fd, mode) != 0) err = errno;
+    FdSink sink(fd);
+    if (err == 0) produce(sink);
+    if (err == 0) err = sink.error();
+    if (err == 0 && ::fsync(fd) != 0) err = errno;
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && ::rename(tmp.c_str(), target.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    write_error("write", path, err);
+  }
+  // The rename is durable once the directory is: best effort.
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+// The archive, streamed into `sink` by a writer that never sees a failed
+// write (so it never throws from its destructor).
+void write_archive(const Prepared& p, FdSink& sink) {
+  caffe2::serialize::PyTorchStreamWriter writer([&sink](const void* data, size_t n) { return sink.write(data, n); });
+  emit(p, writer);
+}
+
 }  // namespace
 
 void save(const Graph& graph, const std::vector<NamedTensor>& tensors, const std::string& path) {
   Prepared p = prepare(graph, tensors);
-  std::unique_ptr<caffe2::serialize::PyTorchStreamWriter> writer;
-  try {
-    writer = std::make_unique<caffe2::serialize::PyTorchStreamWriter>(path);
-  } catch (const c10::Error& e) {
-    throw Error("fxcpp::torch::save: cannot open '" + path + "' (" + e.what_without_backtrace() + ")");
-  }
-  emit(p, *writer);
+  write_file(path, [&p](FdSink& sink) { write_archive(p, sink); });
 }
 
 std::string save_to_buffer(const Graph& graph, const std::vector<NamedTensor>& tensors) {

@@ -14,9 +14,15 @@
 #include <nlohmann/json.hpp>
 #include <torch/csrc/jit/api/module.h>
 
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
 #include <fstream>
-#include <unistd.h>
+#include <sstream>
 
 #include "fxcpp/torch/capture.h"
 #include "fxcpp/torch/module.h"
@@ -185,6 +191,130 @@ TEST(Save, RefusesWhatTheFormatCannotHold) {
     g.output(Argument::node(y));
     expect_refused(g, {}, "has no encoding");
   }
+}
+
+// Note [Atomic saving]: a failed save throws Error and leaves the target as
+// it was; it never ends the process (PyTorch's writer used to throw from its
+// destructor: std::terminate) and never reports success for bytes that were
+// not written.
+
+// A graph reading one tensor of `floats` float32 values.
+struct GraphAndTensors {
+  std::unique_ptr<Graph> graph = std::make_unique<Graph>();
+  std::vector<NamedTensor> tensors;
+};
+GraphAndTensors graph_with_tensor(int64_t floats) {
+  GraphAndTensors out;
+  Graph& g = *out.graph;
+  Node* x = g.placeholder("x");
+  Node* w = g.get_attr("w");
+  Node* y = g.call_function(aten_op("aten::add.Tensor"), {Argument::node(x), Argument::node(w)});
+  g.output(Argument::node(y));
+  out.tensors.push_back(NamedTensor{"w", NamedTensor::Kind::Buffer, at::arange(floats, at::kFloat)});
+  return out;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Names in `dir` that start with `prefix` (left-over temporary files).
+std::vector<std::string> entries(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (std::string(e->d_name).rfind(prefix, 0) == 0) out.push_back(e->d_name);
+    ::closedir(d);
+  }
+  return out;
+}
+
+TEST(SaveAtomic, DevFullThrowsInsteadOfAborting) {
+  auto gt = graph_with_tensor(4096);
+  EXPECT_THROW(save(*gt.graph, gt.tensors, "/dev/full"), Error);
+  // Without tensors too (the writer used to report success having written nothing).
+  Graph empty;
+  Node* x = empty.placeholder("x");
+  empty.output(Argument::node(x));
+  try {
+    save(empty, {}, "/dev/full");
+    ADD_FAILURE() << "saving to /dev/full succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev/full"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SaveAtomic, UnwritableDirectoryThrows) {
+  auto gt = graph_with_tensor(16);
+  EXPECT_THROW(save(*gt.graph, gt.tensors, "/nonexistent-fxcpp-dir/sub/model.fxpt"), Error);
+  // A file where the directory should be (root ignores permissions, not this).
+  TempPath file("not_a_dir");
+  { std::ofstream(file.path) << "x"; }
+  EXPECT_THROW(save(*gt.graph, gt.tensors, file.path + "/model.fxpt"), Error);
+  // A directory as the target.
+  EXPECT_THROW(save(*gt.graph, gt.tensors, ::testing::TempDir()), Error);
+}
+
+TEST(SaveAtomic, FailedWriteLeavesTheOldFileUntouched) {
+  TempPath out("atomic");
+  { std::ofstream(out.path, std::ios::binary) << "the old content"; }
+  auto gt = graph_with_tensor(1 << 16);  // 256 KiB
+  // The file size limit makes write() fail with EFBIG part-way (SIGXFSZ ignored).
+  struct rlimit old_limit;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 64 * 1024;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  bool threw = false;
+  try {
+    save(*gt.graph, gt.tensors, out.path);
+  } catch (const Error& e) {
+    threw = true;
+    EXPECT_NE(std::string(e.what()).find(out.path), std::string::npos) << e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_TRUE(threw);
+  EXPECT_EQ(read_all(out.path), "the old content");
+  std::string base = out.path.substr(out.path.rfind('/') + 1);
+  EXPECT_TRUE(entries(::testing::TempDir(), "." + base).empty()) << "a temporary file was left behind";
+
+  // Without the limit the same save replaces the file, keeping its mode.
+  ASSERT_EQ(::chmod(out.path.c_str(), 0640), 0);
+  save(*gt.graph, gt.tensors, out.path);
+  struct stat st;
+  ASSERT_EQ(::stat(out.path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  Module m = load(out.path);
+  at::Tensor x = at::ones({1 << 16});
+  EXPECT_TRUE(m.forward({x}).toTensor().equal(x + gt.tensors[0].tensor));
+}
+
+TEST(SaveAtomic, GraphWithoutTensorsRoundTrips) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.call_function(aten_op("aten::relu"), {Argument::node(x)});
+  g.output(Argument::node(y));
+  TempPath out("no_tensors");
+  save(g, {}, out.path);
+  ASSERT_TRUE(out.exists());
+  Module m = load(out.path);
+  at::Tensor in = at::randn({3, 4});
+  EXPECT_TRUE(m.forward({in}).toTensor().equal(at::relu(in)));
+  EXPECT_EQ(m.graph().to_string(), g.to_string());
+}
+
+TEST(SaveAtomic, DevNullIsWrittenDirectly) {
+  // A device cannot be replaced by renaming: it is written as it is.
+  auto gt = graph_with_tensor(16);
+  EXPECT_NO_THROW(save(*gt.graph, gt.tensors, "/dev/null"));
+  struct stat st;
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
 }
 
 }  // namespace

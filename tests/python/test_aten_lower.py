@@ -508,3 +508,41 @@ def test_check_lowered_refuses_torchscript_builtins():
     g.output(g.call_function(torch.ops.aten.numel.default, (x,)))
     with pytest.raises(A.LoweringError, match='aten::numel is a TorchScript builtin, not a dispatcher operator'):
         A.check_lowered(g)
+
+
+# ---- number inputs (issue 24, item 7) -------------------------------------------------
+
+class _NumberInputs(torch.nn.Module):
+    def forward(self, x, s, n):
+        return x * s + torch.full((6,), s) + n - x.view(-1, n).sum(0).sum() * s
+
+
+def test_number_inputs_stay_inputs(tmp_path):
+    """A float and an int example input are inputs of the lowered graph (not
+    2.5 and 3 baked into the ops): the lowered module, the saved file in both
+    runtimes and eager agree for other values."""
+    import fxcpp.aten as aten
+    m = _NumberInputs()
+    x = torch.randn(2, 6)
+    gm = aten.lower(m, x, 2.5, 3)
+    path = tmp_path / 'numbers.fxpt'
+    aten.save(gm, path)
+    runs = [gm, aten.load(path), aten.load(path, runtime='cpp')]
+    for s, n in ((2.5, 3), (-1.25, 2), (0.5, 6)):
+        want = m(x, s, n)
+        for r in runs:
+            assert torch.allclose(r(x, s, n), want), (type(r).__name__, s, n)
+
+
+@pytest.mark.parametrize('body, name', [
+    ('return x + 1 if flag else x - 1', 'flag'),
+    ('return sum(x for _ in range(flag))', 'flag'),
+    ('return x * math.sqrt(flag)', 'flag'),
+    ('return x * (flag * 2 > 3)', 'flag'),
+])
+def test_control_flow_on_a_number_input_is_refused(body, name):
+    import fxcpp.aten as aten
+    ns = {'torch': torch, 'math': __import__('math')}
+    exec(f'class M(torch.nn.Module):\n    def forward(self, x, flag):\n        {body}\n', ns)
+    with pytest.raises(aten.LoweringError, match=f'of the number input `{name}` would specialize'):
+        aten.lower(ns['M'](), torch.randn(3), 2)

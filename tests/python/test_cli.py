@@ -391,3 +391,109 @@ def test_runtime_commands_fail_cleanly(workdir, tmp_path):
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
     assert "fxcpp: error: cannot lower mymodels:Weird: cannot lower node" in p.stderr
     assert "hint: register a lowering with @fxcpp.aten.register_lowering" in p.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# misuse: every one ends in `fxcpp: error:` (or argparse's usage error), never a traceback
+# or a hang (issue 24, item 9)
+# ---------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_fxpt(workdir, tmp_path_factory):
+    path = tmp_path_factory.mktemp("fxpt") / "small.fxpt"
+    p = run(workdir, "export", "mymodels:Small", "--input-shape", "1,4", "-o", str(path))
+    assert p.returncode == 0, p.stderr
+    return path
+
+
+def assert_error_after_progress(p, *needles, code=None):
+    """assert_clean_error for a command that reports progress before it fails."""
+    lines = p.stderr.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.startswith("fxcpp: error:")), None)
+    assert first is not None and all(line.startswith("fxcpp: ") for line in lines[:first]), p.stderr
+    assert_clean_error(subprocess.CompletedProcess(p.args, p.returncode, p.stdout, "\n".join(lines[first:])),
+                       *needles, code=code)
+
+
+def test_misuses_fail_cleanly(workdir, tmp_path, small_fxpt):
+    f = str(small_fxpt)
+    # --threads out of range: set_num_threads raised (0, -1), aborted or hung (huge)
+    for n in ("0", "-1", "100000", "100000000000000000000"):
+        assert_clean_error(run(workdir, "run", f, "--input-shape", "1,4", "--threads", n, timeout=60),
+                           "--threads must be between 1 and", code=2)
+    # an input too large to allocate
+    assert_clean_error(run(workdir, "run", f, "--input-shape", "100000,100000,100000"),
+                       "cannot make an input of shape (100000, 100000, 100000)", code=2)
+    assert_clean_error(run(workdir, "export", "mymodels:Small", "--input-shape", "100000,100000,100000",
+                           "-o", str(tmp_path / "x.fxpt")), "cannot make an input of shape", code=2)
+    # outputs that cannot be written: nothing is reported as written, an existing file stays
+    keep = tmp_path / "keep.fxpt"
+    keep.write_bytes(b"old")
+    for out in ("/dev/full", str(tmp_path / "no" / "dir" / "x.fxpt"), str(tmp_path), ""):
+        p = run(workdir, "export", "mymodels:Small", "--input-shape", "1,4", "-o", out)
+        assert_error_after_progress(p, "cannot write", code=1)
+        assert "wrote" not in p.stderr
+    assert keep.read_bytes() == b"old" and sorted(os.listdir(tmp_path)) == ["keep.fxpt"]
+    # a directory where a file is expected
+    assert_clean_error(run(workdir, "run", str(tmp_path), "--input-shape", "1,4"), "is a directory", code=1)
+    # a full standard output
+    for args in (["show", f], ["show", "mymodels:Small"], ["run", f, "--input-shape", "1,4"]):
+        with open("/dev/full", "w") as full:
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(fxcpp.__file__)))
+            p = subprocess.run([PYTHON, "-m", "fxcpp", *args], cwd=workdir, env=env, stdout=full,
+                               stderr=subprocess.PIPE, text=True, timeout=180)
+        assert_clean_error(p, "No space left on device", code=1)
+    # a forward that fails with an exception other than TypeError/RuntimeError is reported too
+    assert_clean_error(run(workdir, "run", f, "--input-shape", "1,5"), "failed", code=1)
+
+
+def test_trusted_option(workdir, small_fxpt):
+    for cmd in (["run", str(small_fxpt), "--input-shape", "1,4", "--repeat", "1"], ["show", str(small_fxpt)]):
+        p = run(workdir, *cmd, "--trusted")
+        assert p.returncode == 0, p.stderr
+    for cmd in ("run", "show"):
+        p = run(workdir, cmd, "--help")
+        assert "--trusted" in p.stdout and "only for files you made yourself" in " ".join(p.stdout.split())
+
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+_ARGV_PIECES = st.lists(st.sampled_from([
+    ["--input-shape", "1,4"], ["--input-shape", "0"], ["--input-shape", "1,x"], ["--input-shape", "3"],
+    ["--input-shape", "2,4"], ["--repeat", "1"], ["--repeat", "0"], ["--repeat", "x"], ["--threads", "0"],
+    ["--threads", "1"], ["--threads", "-5"], ["--threads", "99999"], ["--format", "graph"], ["--format", "table"],
+    ["--format", "nope"], ["-o", "/dev/full"], ["-o", "/nonexistent-dir/x"], ["-o", "."], ["--trusted"],
+    ["--width", "-3"], ["--concrete-args", "{"], ["--leaf-module", "lin"]]), max_size=4)
+
+
+@settings(max_examples=int(os.environ.get("FXCPP_HYPOTHESIS_MAX_EXAMPLES", 60)), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(cmd=st.sampled_from(["run", "show"]), target=st.sampled_from(["GOOD", "BAD", "MISSING", "DIR", "/dev/null",
+                                                                      "mymodels:Small", "mymodels:nope", ""]),
+       shape=st.sampled_from(["1,4", "2,4", "1,5", "0", "100000,100000,100000"]), pieces=_ARGV_PIECES)
+def test_argv_fuzz_never_tracebacks(workdir, small_fxpt, capsys, monkeypatch, cmd, target, shape, pieces):
+    """Random command lines, in process: main() returns a status (or argparse
+    exits with 2) and prints no traceback."""
+    import torch
+    from fxcpp.cli import main
+    monkeypatch.chdir(workdir)
+    monkeypatch.syspath_prepend(str(workdir))
+    bad = workdir / "bad.fxpt"
+    bad.write_bytes(b"not a zip")
+    target = {"GOOD": str(small_fxpt), "BAD": str(bad), "MISSING": str(workdir / "missing.fxpt"),
+              "DIR": str(workdir)}.get(target, target)
+    argv = [cmd, target] + (["--input-shape", shape] if cmd == "run" else []) + [a for p in pieces for a in p]
+    threads = torch.get_num_threads()
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+        assert code == 2, argv
+    finally:
+        torch.set_num_threads(threads)
+    err = capsys.readouterr().err
+    assert isinstance(code, int), argv
+    assert "Traceback" not in err, (argv, err)
+    if code not in (0, None):
+        assert err.startswith("fxcpp: error:") or "usage:" in err, (argv, err)

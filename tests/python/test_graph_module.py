@@ -353,9 +353,14 @@ def test_forward_compilation_mode(forward_mode):
 
 
 def test_invalid_generated_code(forward_mode):
+    class BrokenCodeGen(fx.CodeGen):
+        def generate_output(self, output_args):
+            return 'return not-an-identifier = 1'
+
     g = fx.Graph()
     x = g.placeholder('x')
-    g.output(g.call_function(torch.relu, (x,), {'not-an-identifier': x}))
+    g.output(g.call_function(torch.relu, (x,)))
+    g._codegen = BrokenCodeGen()
     if not forward_mode:
         with pytest.raises(SyntaxError):
             fx.GraphModule(torch.nn.Module(), g)
@@ -365,6 +370,38 @@ def test_invalid_generated_code(forward_mode):
         assert 'not-an-identifier' in gm.code
         with pytest.raises(SyntaxError):
             gm(torch.randn(2))
+
+
+def test_strings_that_are_not_names_are_refused_or_escaped(forward_mode):
+    """Note [Strings in generated code]: torch.fx writes a keyword argument name,
+    a placeholder target and an attribute name into the code verbatim; fxcpp
+    refuses the first two when they are not names and escapes the third. A
+    deliberate divergence: torch.fx's code for these graphs does not compile,
+    or runs text of the graph (a graph may come from a file)."""
+    g = fx.Graph()
+    x = g.placeholder('x')
+    g.output(g.call_function(torch.relu, (x,), {'not-an-identifier': x}))
+    with pytest.raises(ValueError, match="node 'relu': its keyword argument name 'not-an-identifier'"):
+        fx.GraphModule(torch.nn.Module(), g)
+    tg = torch.fx.Graph()
+    tx = tg.placeholder('x')
+    tg.output(tg.call_function(torch.relu, (tx,), {'not-an-identifier': tx}))
+    with pytest.raises(SyntaxError):
+        torch.fx.GraphModule(torch.nn.Module(), tg)
+
+    g = fx.Graph()
+    g.output(g.placeholder("x=print('ran')"))
+    with pytest.raises(ValueError, match="placeholder target \"x=print\\('ran'\\)\""):
+        fx.GraphModule(torch.nn.Module(), g)
+
+    root = torch.nn.Module()
+    root.register_buffer('w"\nx', torch.ones(2))
+    g = fx.Graph()
+    x = g.placeholder('x')
+    g.output(g.call_function(torch.add, (x, g.get_attr('w"\nx'))))
+    gm = fx.GraphModule(root, g)
+    assert 'getattr(self, "w\\"\\nx")' in gm.code
+    assert torch.equal(gm(torch.zeros(2)), torch.ones(2))
 
 
 def test_getsource_and_linecache():

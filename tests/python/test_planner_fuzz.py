@@ -23,7 +23,6 @@ The operator set is the default allow-list (fxcpp._C_torch.allowed_operators())
 where the build has one.
 """
 import contextlib
-import inspect
 import math
 import os
 import sys
@@ -42,7 +41,9 @@ from fxcpp import _C_torch, aten
 A = torch.ops.aten
 SAMPLES = int(os.environ.get('FXCPP_PLANNER_FUZZ_SAMPLES', 1))
 MAX_EXAMPLES = int(os.environ.get('FXCPP_HYPOTHESIS_MAX_EXAMPLES', 60))
-_LOAD_KW = {'trusted': True} if 'trusted' in inspect.signature(aten.load).parameters else {}
+# The planner is under test, not the policy: the aliasing wrappers include operators
+# files from strangers may not call (to_dense, ...), so files load as the user's own.
+_LOAD_KW = {'trusted': True}
 
 # Results that are random or uninitialised: dtype and shape only.
 _UNDETERMINED = ('rand', 'bernoulli', 'normal', 'dropout', 'multinomial', 'uniform', 'exponential', 'geometric',
@@ -72,11 +73,8 @@ def qualified(func) -> str:
 
 
 def allowed(func) -> bool:
-    names = getattr(_C_torch, 'allowed_operators', None)
-    if names is None:
-        return True
     if not hasattr(allowed, 'set'):
-        allowed.set = set(names())
+        allowed.set = set(_C_torch.allowed_operators())
     q = qualified(func)
     return q in allowed.set or (q.endswith('.default') and q[:-len('.default')] in allowed.set) or \
         (func._schema.overload_name == '' and q + '.default' in allowed.set)

@@ -134,8 +134,13 @@ Module load_from_buffer(const void* data, size_t size, const LoadOptions& option
 /// format cannot hold: call_module/call_method nodes, call_function targets
 /// other than aten_op()/primitive(), arguments other than constants, node
 /// references and torch_constant objects, get_attr of a name not in `tensors`,
-/// unsupported dtypes. Throws Error when the file cannot be written.
-/// O(nodes + argument size + tensor bytes).
+/// unsupported dtypes. Writes atomically (Note [Atomic saving] in
+/// src/torch/save.cpp): a temporary file in the target's directory, fsync'ed
+/// and renamed over `path`, so the target holds the old file or the complete
+/// new one; a target that is not a regular file (a device, a fifo) is written
+/// directly. Throws Error (saying why, with the OS's reason) when the file
+/// cannot be written, leaving no partial file. O(nodes + argument size +
+/// tensor bytes).
 void save(const Graph& graph, const std::vector<NamedTensor>& tensors, const std::string& path);
 /// save(module.graph(), module.named_tensors(), path).
 void save(const Module& module, const std::string& path);

@@ -76,11 +76,11 @@ def from_torchscript(module, *example_inputs, path=None, runtime: str = 'python'
     options = dict(dead_code_elimination=bool(dead_code_elimination), execution=execution)
     if path is not None:
         _C_torch.from_torchscript(source, inputs, os.fspath(path), **options)
-        return load(path, runtime=runtime)
+        return load(path, runtime=runtime, trusted=True)  # captured from the caller's own model
     fd, tmp = tempfile.mkstemp(suffix='.fxpt')
     os.close(fd)
     try:
         _C_torch.from_torchscript(source, inputs, tmp, **options)
-        return load(tmp, runtime=runtime)
+        return load(tmp, runtime=runtime, trusted=True)
     finally:
         os.remove(tmp)

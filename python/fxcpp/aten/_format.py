@@ -8,6 +8,7 @@ the graph is JSON, operators are looked up by name among registered schemas,
 and the C++ loader (which checks every record, see Note [Loading untrusted
 files] in src/torch/load.cpp) reads the tensors for both runtimes.
 """
+import errno
 import json
 import math
 import os
@@ -190,11 +191,138 @@ def save(gm: GraphModule, path) -> None:
            'class_name': type(gm).__name__ if type(gm).__name__ != 'GraphModule' else gm._get_name(),
            'storages': storages, 'tensors': tensors, 'nodes': nodes}
     text = json.dumps(doc, separators=(',', ':'), allow_nan=False).encode()
-    writer = torch._C.PyTorchFileWriter(os.fspath(path))
-    writer.write_record('graph.json', text, len(text))
-    for record, storage in payloads:
-        writer.write_record(record, storage.data_ptr(), storage.nbytes())
-    writer.write_end_of_file()
+
+    def produce(sink):
+        writer = torch._C.PyTorchFileWriter(sink)
+        writer.write_record('graph.json', text, len(text))
+        for record, storage in payloads:
+            writer.write_record(record, storage.data_ptr(), storage.nbytes())
+        writer.write_end_of_file()
+
+    _write_file(path, produce)
+
+
+class _FdSink:
+    """What PyTorch's archive writer writes through: it never raises (an
+    exception inside the writer ends the process when the writer's destructor
+    writes again), it remembers the first error instead (Note [Atomic saving]
+    in src/torch/save.cpp)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.error: Any = None
+
+    def write(self, data) -> int:
+        n = len(data)
+        if self.error is None:
+            try:
+                view = memoryview(data)
+                while len(view):
+                    view = view[os.write(self.fd, view):]
+            except BaseException as e:  # noqa: BLE001 -- KeyboardInterrupt too, raised after the writer is done
+                self.error = e
+        return n
+
+
+def _umask() -> int:
+    try:
+        with open('/proc/self/status') as f:
+            for line in f:
+                if line.startswith('Umask:'):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def _write_file(path, produce) -> None:
+    """Calls ``produce(sink)`` to write the file at ``path`` atomically: the
+    target holds its old content or the complete new one (Note [Atomic saving]
+    in src/torch/save.cpp: a temporary file in the same directory, fsync'ed
+    and renamed; a device or fifo is written directly). Raises OSError saying
+    what failed; leaves no partial file."""
+    import stat
+    import tempfile
+    path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not path:
+        raise FileNotFoundError(errno.ENOENT, 'fxcpp.aten.save: the path is empty')
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    try:
+        st = os.stat(target)
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+
+    def fail(err: BaseException, what: str):
+        if isinstance(err, OSError):
+            raise OSError(err.errno, f'fxcpp.aten.save: cannot {what} {path!r}: {err.strerror or err}') from err
+        raise err
+
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, f'fxcpp.aten.save: cannot write {path!r}: it is a directory')
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError as e:
+            fail(e, 'open')
+        sink = _FdSink(fd)
+        try:
+            os.set_blocking(fd, True)
+            produce(sink)
+        except OSError as e:
+            sink.error = sink.error or e
+        finally:
+            try:
+                os.close(fd)
+            except OSError as e:
+                sink.error = sink.error or e
+        if sink.error is not None:
+            fail(sink.error, 'write')
+        return
+
+    directory, base = os.path.split(target)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f'.{base}.tmp-', dir=directory or '.')
+    except OSError as e:
+        fail(e, 'create a temporary file for')
+    err: Any = None
+    try:
+        os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
+        sink = _FdSink(fd)
+        produce(sink)
+        err = sink.error
+        if err is None:
+            os.fsync(fd)
+    except OSError as e:
+        err = e
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    try:
+        os.close(fd)
+    except OSError as e:
+        err = err or e
+    if err is None:
+        try:
+            os.replace(tmp, target)
+        except OSError as e:
+            err = e
+    if err is not None:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        fail(err, 'write')
+    try:  # the rename is durable once the directory is: best effort
+        dfd = os.open(directory or '.', os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
 
 
 # ---- loading --------------------------------------------------------------------------
@@ -253,13 +381,59 @@ def _set_attr(root: torch.nn.Module, qualified: str, value: torch.Tensor, kind: 
         setattr(mod, leaf, value)
 
 
+# Attribute names a file's tensor may not take: they would replace what the
+# module itself needs (``forward``, ``graph``, ``code``, ``_runtime``, ...).
+def _reserved_names(cls) -> frozenset:
+    return frozenset(dir(cls)) | {'_runtime', '_parameters', '_buffers', '_modules', 'training'}
+
+
+def _check_tensor_name(name: Any, reserved: frozenset) -> List[str]:
+    if not isinstance(name, str):
+        raise ValueError(f'fxcpp.aten.load: malformed graph.json: a tensor name is a {type(name).__name__}, '
+                         'not a string')
+    parts = name.split('.')
+    for part in parts:
+        # identifiers, or indices (nn.Sequential's submodules are named '0', '1', ...)
+        ok = part.isidentifier() or (part.isascii() and part.isdigit())
+        if not ok or part in reserved or (part.startswith('__') and part.endswith('__')):
+            raise ValueError(f'fxcpp.aten.load: the tensor name {name!r} cannot be an attribute of the loaded '
+                             f'module ({part!r} is neither an identifier nor an index, or is a name the module '
+                             f'itself uses)')
+    return parts
+
+
+def _set_attr(root: torch.nn.Module, qualified: str, value: torch.Tensor, kind: str,
+              reserved: frozenset = frozenset()) -> None:
+    *path, leaf = _check_tensor_name(qualified, reserved)
+    mod = root
+    for part in path:
+        sub = mod._modules.get(part)
+        if sub is None:
+            if hasattr(mod, part):
+                raise ValueError(f'fxcpp.aten.load: the tensor name {qualified!r} needs {part!r} to be a '
+                                 'submodule, but it is a tensor')
+            sub = torch.nn.Module()
+            mod.add_module(part, sub)
+        mod = sub
+    if hasattr(mod, leaf):
+        raise ValueError(f'fxcpp.aten.load: the tensor name {qualified!r} clashes with an attribute the loaded '
+                         'module already has (a tensor named twice, or also used as a submodule)')
+    if kind == 'parameter':
+        mod.register_parameter(leaf, torch.nn.Parameter(value, requires_grad=value.requires_grad))
+    elif kind == 'buffer':
+        mod.register_buffer(leaf, value)
+    else:
+        setattr(mod, leaf, value)
+
+
 def _graph_module(runtime, doc: Dict[str, Any]) -> GraphModule:
     requires_grad = {t['name']: t.get('requires_grad', False) for t in doc['tensors']}
     root = torch.nn.Module()
+    reserved = _reserved_names(GraphModule)
     for name, kind, tensor in runtime.tensors():
         if requires_grad.get(name) and tensor.is_floating_point():
             tensor.requires_grad_(True)
-        _set_attr(root, name, tensor, kind)
+        _set_attr(root, name, tensor, kind, reserved)
     graph = Graph()
     nodes: Dict[str, Node] = {}
     for entry in doc['nodes']:
@@ -276,26 +450,64 @@ def _graph_module(runtime, doc: Dict[str, Any]) -> GraphModule:
         if 'tensor_meta' in meta:
             node.meta['tensor_meta'] = _decode(meta['tensor_meta'], nodes)
         nodes[entry['name']] = node
-    return GraphModule(root, graph, doc.get('class_name', 'GraphModule'))
+    class_name = doc.get('class_name', 'GraphModule')
+    if not isinstance(class_name, str) or not class_name.isidentifier():
+        raise ValueError(f'fxcpp.aten.load: malformed graph.json: class_name {class_name!r} is not an identifier')
+    return GraphModule(root, graph, class_name)
 
 
-def load(path, runtime: str = 'python', plan_memory: bool = True):
+# Note [Python load path]
+# ~~~~~~~~~~~~~~~~~~~~~~~
+# The file is read once, into memory; the C++ loader checks those bytes and
+# reads the tensors from them, and the graph document the Python runtime
+# rebuilds its graph from comes from the same bytes
+# (``_C_torch.load(data, *, plan_memory, trusted)``, ``_C_torch.graph_json(data)``),
+# so what is checked is what runs (no second read that a changed file could
+# answer differently). Whatever the file holds, load raises ValueError (or
+# OSError when the file cannot be read): errors of the Python side that the
+# C++ checks let through are turned into ValueError too.
+
+
+def _graph_doc(data: bytes) -> Dict[str, Any]:
+    doc = json.loads(_C_torch.graph_json(data))
+    if not isinstance(doc, dict):
+        raise ValueError('fxcpp.aten.load: malformed graph.json: not an object')
+    return doc
+
+
+def _read(path) -> bytes:
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+_MALFORMED = (KeyError, TypeError, AttributeError, IndexError, RuntimeError, SyntaxError, OverflowError,
+              RecursionError, UnicodeError, LookupError, EOFError)
+
+
+def load(path, runtime: str = 'python', plan_memory: bool = True, trusted: bool = False):
     """Reads a file written by :func:`save`.
 
     ``runtime='python'`` returns a GraphModule (same ``code`` as the saved
     one); ``runtime='cpp'`` returns a :class:`fxcpp.aten.CppModule` whose
     forward runs the whole graph in the C++ runtime with the GIL released.
-    Either way the C++ loader checks the whole file first and reads the
-    tensors once; no code from the file runs. A malformed or newer file
-    raises ValueError saying what is wrong. ``plan_memory=False`` makes the
-    C++ runtime allocate every result as eager PyTorch does (Note [Memory
-    planning] in src/torch/plan.cpp).
+    Either way the file is read once and the C++ loader checks it whole and
+    reads the tensors; no code from the file runs. A malformed or newer file
+    raises ValueError saying what is wrong; a file that cannot be read raises
+    OSError. ``plan_memory=False`` makes the C++ runtime allocate every result
+    as eager PyTorch does (Note [Memory planning] in src/torch/plan.cpp).
+    ``trusted=True`` lifts the restrictions on what a file may ask the
+    runtime to do: only for files you made yourself (docs/fxpt_format.md).
     """
     from ._runtime import CppModule
     if runtime not in ('python', 'cpp'):
         raise ValueError(f"fxcpp.aten.load: runtime must be 'python' or 'cpp', not {runtime!r}")
-    rt = _C_torch.load(path, plan_memory=plan_memory)
-    if runtime == 'cpp':
-        return CppModule(rt)
-    doc = json.loads(_C_torch.graph_json(path))
-    return _graph_module(rt, doc)
+    data = _read(path)
+    try:
+        rt = _C_torch.load(data, plan_memory=plan_memory, trusted=trusted)
+        if runtime == 'cpp':
+            return CppModule(rt)
+        return _graph_module(rt, _graph_doc(data))
+    except ValueError:
+        raise
+    except _MALFORMED as e:
+        raise ValueError(f'fxcpp.aten.load: malformed file: {type(e).__name__}: {e}') from e

@@ -192,7 +192,9 @@ def lower(model, *example_inputs, lowerings: Optional[Dict[Any, Callable]] = Non
             mode it will run in (normally ``model.eval()``).
         example_inputs: one value per placeholder, used to run the model once.
             Sizes stay symbolic (the result runs on other batch sizes); Python
-            control flow on sizes specializes to these inputs.
+            control flow on sizes specializes to these inputs. Number inputs
+            (int, float, bool) stay inputs of the result; Python control flow
+            on them raises LoweringError.
         lowerings: extra ``{target: fn}`` lowerings for this call only (see
             ``register_lowering``); they take precedence over registered ones.
         check: run ``check_lowered`` on the result.
@@ -237,11 +239,7 @@ def lower(model, *example_inputs, lowerings: Optional[Dict[Any, Callable]] = Non
                     name = node.target.lstrip('*')
                     if inputs:
                         v = inputs.pop(0)
-                        ph = graph.placeholder(name)
-                        if isinstance(v, torch.Tensor):
-                            env[node] = TensorProxy(ctx, ph, v.clone())
-                        else:
-                            env[node] = v
+                        env[node] = ctx.input_value(graph.placeholder(name), name, v)
                     elif node.args:
                         env[node] = node.args[0]
                     else:
@@ -308,8 +306,7 @@ def _run_direct(ctx, model, example_inputs, trace_error):
                 p.kind == p.VAR_POSITIONAL for p in params):
             var = next(p for p in params if p.kind == p.VAR_POSITIONAL)
             name = f'{var.name}_{i}'
-        ph = graph.placeholder(name)
-        args.append(TensorProxy(ctx, ph, v.clone()) if isinstance(v, torch.Tensor) else v)
+        args.append(ctx.input_value(graph.placeholder(name), name, v))
     registry = ctx.registry
     orig_call = torch.nn.Module.__call__
 

@@ -4,8 +4,6 @@ import tempfile
 
 import torch
 
-from .. import _C_torch
-
 __all__ = ['CppModule', 'compile']
 
 
@@ -23,19 +21,30 @@ class CppModule(torch.nn.Module):
     """
 
     def __init__(self, runtime):
+        from ._format import _reserved_names, _set_attr
         super().__init__()
         self._runtime = runtime
+        reserved = _reserved_names(type(self))
         for name, _kind, tensor in runtime.tensors():
-            *path, leaf = name.split('.')
-            mod = self
-            for part in path:
-                if not hasattr(mod, part):
-                    mod.add_module(part, torch.nn.Module())
-                mod = getattr(mod, part)
-            mod.register_buffer(leaf, tensor)
+            _set_attr(self, name, tensor, 'buffer', reserved)
 
     def forward(self, *inputs):
         return self._runtime.run(*inputs)
+
+    def _apply(self, fn, *args, **kwargs):
+        # .to(), .double(), .half(), .cuda(), ... come here. The runtime reads the
+        # tensors it loaded, which the buffers share: a conversion that made new
+        # tensors would change what state_dict() shows and not what runs. So
+        # those are refused; conversions that give back the same tensors work.
+        for name, t in self.named_buffers():
+            out = fn(t)
+            if out is not t:
+                raise RuntimeError(
+                    f'CppModule: this conversion would change the tensors the C++ runtime runs with (buffer '
+                    f'{name!r}: {t.dtype} on {t.device} -> {out.dtype} on {out.device}), which a loaded module '
+                    f'cannot do. Convert the inputs instead, or convert the model before fxcpp.aten.lower and '
+                    f'save it again.')
+        return self
 
     @property
     def input_names(self):
@@ -54,13 +63,14 @@ def compile(model, *example_inputs) -> CppModule:
     """Lowers ``model`` (an nn.Module or GraphModule) with ``fxcpp.aten.lower``
     and loads the result into the C++ runtime: ``compile(m, x)(x)`` runs
     ``m`` with no Python per op."""
-    from ._format import save
+    from ._format import _read, save
     from ._lower import lower
     gm = lower(model, *example_inputs)
     fd, path = tempfile.mkstemp(suffix='.fxpt')
     os.close(fd)
     try:
         save(gm, path)
-        return CppModule(_C_torch.load(path))
+        # the caller's own model, just written: trusted
+        return CppModule(_C_torch.load(_read(path), plan_memory=True, trusted=True))
     finally:
         os.unlink(path)

@@ -20,6 +20,12 @@ exactly what the lowered graph computes).
   ``bool()``, ``int()``, ``float()`` and indexing answer with the concrete
   value: Python control flow specializes, shape arithmetic stays symbolic.
   Scalars read from tensor data (``x.item()``) refuse to specialize.
+* Number inputs (an int, float or bool example input) are ScalarProxies of
+  their placeholder: what the model computes with them stays symbolic, so
+  the lowered graph takes them at call time like any input. Python control
+  flow on them (``if flag:``, ``range(n)``, ``math.sqrt(s)``) cannot be
+  kept and refuses with a LoweringError naming the input (baking in the
+  example value would silently ignore every later value).
 
 ``torch.nn.functional`` and ``torch.functional`` are Python; their bodies run
 with the proxies because, while lowering, the ``has_torch_function*`` names
@@ -187,6 +193,12 @@ class ScalarProxy(_Proxy):
         return f'ScalarProxy({self.node.name}, {self.value!r})'
 
     def _concrete(self, what):
+        if isinstance(self.data_dependent, str):  # a number input's name (Note [Value-carrying proxies])
+            raise LoweringError(
+                f'{what} of the number input `{self.data_dependent}` would specialize the lowered graph to its '
+                f'example value {self.value!r} (Python control flow on an input), and every later value would be '
+                f'ignored; compute with it only through torch ops and arithmetic, pass it as a tensor, or make '
+                f'it a constant of the model (functools.partial, a module attribute)')
         if self.data_dependent:
             raise LoweringError(f'{what} of a value read from tensor data ({self.node.name}) would specialize on '
                                 'the example inputs (data-dependent control flow); keep this part in Python')
@@ -472,6 +484,16 @@ class LoweringContext:
             else torch.get_default_dtype()
         return self.call(torch.ops.aten.scalar_tensor.default, s, dtype=dtype)
 
+    def input_value(self, placeholder, name: str, value):
+        """What the lowering computes with for an example input: a tensor's
+        TensorProxy, a number's ScalarProxy (Note [Value-carrying proxies]),
+        other values as they are."""
+        if isinstance(value, torch.Tensor):
+            return TensorProxy(self, placeholder, value.clone())
+        if type(value) in (bool, int, float):
+            return ScalarProxy(self, placeholder, value, data_dependent=name)
+        return value
+
     def wrap(self, node, value, data_dependent=True):
         """The proxy (or structure of proxies) for ``node`` producing ``value``."""
         if isinstance(value, torch.Tensor):
@@ -558,7 +580,9 @@ class LoweringContext:
     def scalar_op(self, op, *args):
         value = op(*[self.val(a) for a in args])
         node = self.graph.call_function(op, tuple(self.arg(a) for a in args))
-        dd = any(isinstance(a, ScalarProxy) and a.data_dependent for a in args)
+        # a number input's name wins: it gives the better error message
+        flags = [a.data_dependent for a in args if isinstance(a, ScalarProxy) and a.data_dependent]
+        dd = next((f for f in flags if isinstance(f, str)), bool(flags))
         return ScalarProxy(self, node, value, dd)
 
     def shape_of(self, t) -> tuple:
