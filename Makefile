@@ -91,14 +91,17 @@ FXCPP_FUZZ_SECONDS ?= 180
 FXPT_FUZZER_FLAGS ?= -timeout=30 -rss_limit_mb=4096 -malloc_limit_mb=1000000 -max_len=65536 -dict=tests/fuzz/fxpt.dict \
   -artifact_prefix=$(FUZZ)/ -print_final_stats=1
 fuzz: build-fuzz
-.PHONY: build-fuzz clean-fuzz
+.PHONY: build-fuzz clean-fuzz deps-fuzz
 clean: clean-fuzz
 
-$(FUZZ)/CMakeCache.txt: | deps
+deps-fuzz:
+	@scripts/install_deps.sh fuzz
+
+$(FUZZ)/CMakeCache.txt: | deps-fuzz
 	cmake -S . -B $(FUZZ) -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
 	      -DFXCPP_BUILD_FUZZER=ON -DFXCPP_BUILD_PYTHON=OFF -DFXCPP_BUILD_TESTS=OFF -DFXCPP_BUILD_BENCH=OFF >/dev/null
 
-build-fuzz: deps $(FUZZ)/CMakeCache.txt
+build-fuzz: deps-fuzz $(FUZZ)/CMakeCache.txt
 	cmake --build $(FUZZ) -j$(JOBS) --target fxpt_fuzzer
 
 clean-fuzz:
