@@ -42,6 +42,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis import strategies as st
 
 import fxcpp as fx
+from difftools import code_divergence_by_design
 from fuzz_strategies import FUNCS, norm
 
 # hypothesis caches unicode tables in its home directory: keep it out of the tree
@@ -445,7 +446,11 @@ def _check(call, fn, compare_state=True):
         return
     assert _canon(ours[1]) == _canon(ref[1]), call
     if compare_state:
-        assert _state(co) == _state(cr), call
+        so, sr = _state(co), _state(cr)
+        # The generated code (entry 1) may differ only where torch.fx writes a string verbatim into code
+        # that then does not compile and fxcpp escapes or refuses it (Note [Strings in generated code]).
+        assert so == sr or (so[0] == sr[0] and so[2:] == sr[2:] and
+                            code_divergence_by_design(cr.graph, co.graph)), call
 
 
 def _both(call, fn):

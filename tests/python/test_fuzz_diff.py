@@ -25,7 +25,6 @@ recorded exception and leave its graph unchanged.
 and ``FXCPP_FUZZ_FIRST_SEED``.
 """
 import copy
-import keyword
 import os
 import random
 import warnings
@@ -89,63 +88,7 @@ BY_DESIGN = {
 }
 
 
-# Note [Strings in generated code] (src/core/codegen.cpp): torch.fx writes a
-# placeholder target, an attribute name (get_attr/call_module/call_method
-# targets, getattr's name) and a keyword argument name into the code verbatim;
-# where that makes code that does not compile (``def forward(self, a.b)``,
-# ``self.def``), and that could run text of the graph, fxcpp escapes the name
-# (``getattr(self, "def")``) or refuses (ValueError "cannot generate code").
-# The fuzzer's names include such strings: a code difference is allowed only
-# when the graph holds one, torch.fx's code does not compile, and fxcpp's
-# either compiles or is that refusal.
-_KEYWORDS = set(keyword.kwlist)
-
-
-def _plain(name):
-    return isinstance(name, str) and name.isidentifier() and name not in _KEYWORDS
-
-
-def _unsafe_strings(graph):
-    """The strings of ``graph`` that codegen must not write verbatim."""
-    out = set()
-    for n in graph.nodes:
-        if n.op == 'placeholder' and not _plain(str(n.target).lstrip('*')):
-            out.add(str(n.target))
-        if n.op in ('get_attr', 'call_module', 'call_method'):
-            out.update(c for c in str(n.target).split('.') if not _plain(c))
-        if n.op == 'call_function' and len(n.args) == 2 and isinstance(n.args[1], str) and \
-                n.args[1] in _KEYWORDS:
-            out.add(n.args[1])
-        out.update(k for k in n.kwargs if not _plain(k))
-    return out
-
-
-def _compiles(src):
-    try:
-        compile(src, '<generated>', 'exec')
-        return True
-    except (SyntaxError, ValueError):
-        return False
-
-
-def _code_divergence_by_design(ref_graph, our_graph, verbose=False):
-    unsafe = _unsafe_strings(our_graph)
-    if not unsafe:
-        return False
-    try:
-        ref_src = ref_graph.python_code('self', verbose=verbose).src
-    except Exception:  # noqa: BLE001 -- then fxcpp must raise the same
-        return False
-    if _compiles(ref_src):
-        return False
-    try:
-        our_src = our_graph.python_code('self', verbose=verbose).src
-    except ValueError as e:
-        return 'cannot generate code' in str(e)
-    # Escaped: the code differs only on lines that now quote one of the strings.
-    ref_lines, our_lines = ref_src.split('\n'), our_src.split('\n')
-    return len(ref_lines) == len(our_lines) and all(
-        a == b or any(f'"{u}"' in b or f"'{u}'" in b for u in unsafe) for a, b in zip(ref_lines, our_lines))
+from difftools import code_divergence_by_design as _code_divergence_by_design  # noqa: E402
 
 
 class _Skip(Exception):
