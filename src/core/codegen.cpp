@@ -82,7 +82,8 @@ bool is_plain_name(std::string_view s) {
 
 // Appends `s` as a double-quoted Python string literal: identical to the text
 // torch.fx writes between its quotes unless `s` holds a quote, a backslash or
-// a control character, which are escaped.
+// a control character, which are escaped. (Not py_repr_string: repr picks its
+// quote by content and escapes U+0080..U+00A0, which torch.fx writes raw.)
 void append_string_literal(std::string& out, std::string_view s) {
   out += '"';
   for (unsigned char c : s) {
