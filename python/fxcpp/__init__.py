@@ -14,10 +14,13 @@ from . import graph as _graph
 _graph._install_helpers()
 del _graph
 
-try:  # transformation toolkit (separate issue); optional until present
-    from .interpreter import Interpreter as Interpreter, Transformer as Transformer
-    from .subgraph_rewriter import replace_pattern
-except ImportError:  # pragma: no cover
-    pass
+from .interpreter import Interpreter, Transformer
+from .subgraph_rewriter import replace_pattern
 
-__all__ = ["PythonCode", "CodeGen", "Graph"]
+# What `from fxcpp import *` binds: torch.fx's public names (torch.fx 1.13 has
+# no __all__, so its star import takes every public name it binds), and
+# fxcpp's bridges to torch.fx.
+__all__ = [
+    "symbolic_trace", "Tracer", "wrap", "PH", "ProxyableClassMeta", "Graph", "CodeGen", "GraphModule", "Node",
+    "map_arg", "Proxy", "Interpreter", "Transformer", "replace_pattern", "from_torch_fx", "to_torch_fx",
+]

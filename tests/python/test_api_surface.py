@@ -469,3 +469,19 @@ def test_node_constructor_by_keyword_bad_target():
     for lib in LIBS:
         with pytest.raises(ValueError):
             lib.Node(graph=lib.Graph(), name='foo', op='call_function', target='foo', args=(), kwargs={})
+
+
+# --------------------------------------------------------------- star import
+
+def test_star_import_binds_torch_fx_public_api():
+    """`from fxcpp import *` works (it raised AttributeError: __all__ named PythonCode, which the
+    package does not bind) and binds every public, non-module name `from torch.fx import *` binds."""
+    import types
+    ours, ref = {}, {}
+    exec('from fxcpp import *', ours)
+    exec('from torch.fx import *', ref)
+    want = {k for k, v in ref.items() if not k.startswith('_') and not isinstance(v, types.ModuleType)}
+    assert want <= ours.keys(), sorted(want - ours.keys())
+    for name in want:
+        assert ours[name] is getattr(fxcpp, name)
+    assert {'from_torch_fx', 'to_torch_fx'} <= ours.keys()
