@@ -20,10 +20,12 @@ asan=$(gcc -print-file-name=libasan.so)
 ubsan=$(gcc -print-file-name=libubsan.so)
 # Python and torch keep memory until exit by design, so LeakSanitizer stays off here; leaks of
 # Python objects are checked by tests/python/test_memory.py. Any ASan or UBSan report aborts
-# the run with a non-zero status (halt_on_error), so a report cannot pass unnoticed.
+# the run with a non-zero status (halt_on_error), so a report cannot pass unnoticed. An allocation
+# too large to satisfy returns null as the real allocator does (allocator_may_return_null), so
+# tests of "cannot allocate" errors see the exception a user would see.
 # pytest runs with --capture=sys, so the runtimes' reports (written to file descriptor 2)
 # reach the terminal even when a report ends the process.
-export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:exitcode=99:verify_asan_link_order=0:strict_string_checks=1
+export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:exitcode=99:verify_asan_link_order=0:strict_string_checks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=99
 export FXCPP_PACKAGE_ROOT=$build/pkg
 export PYTHONPATH=$build/pkg
