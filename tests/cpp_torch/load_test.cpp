@@ -19,6 +19,7 @@
 
 #include "../fuzz/fxpt_harness.h"
 #include "../fuzz/fxpt_mutators.h"
+#include "archive_records.h"
 #include "fxcpp/torch/module.h"
 #include "zip_builder.h"
 
@@ -41,38 +42,9 @@ at::Tensor small_input(int64_t n) {
   return (at::remainder(at::arange(n * 3 * 8 * 8, at::kFloat).reshape({n, 3, 8, 8}), 7) - 3) / 4;
 }
 
-// The records of an archive, to rebuild it with changes.
-struct Records {
-  std::vector<std::pair<std::string, std::string>> items;
-  std::string& operator[](const std::string& name) {
-    for (auto& kv : items)
-      if (kv.first == name) return kv.second;
-    items.emplace_back(name, "");
-    return items.back().second;
-  }
-};
-
-Records read_records(const std::string& path) {
-  caffe2::serialize::PyTorchStreamReader reader(path);
-  Records r;
-  for (const std::string& name : reader.getAllRecords()) {
-    if (name == "version") continue;  // the writer adds its own
-    auto [data, size] = reader.getRecord(name);
-    r.items.emplace_back(name, std::string(static_cast<const char*>(data.get()), size));
-  }
-  return r;
-}
-
-std::string write_archive(const Records& r) {
-  std::string out;
-  caffe2::serialize::PyTorchStreamWriter writer([&](const void* p, size_t n) {
-    out.append(static_cast<const char*>(p), n);
-    return n;
-  });
-  for (auto& kv : r.items) writer.writeRecord(kv.first, kv.second.data(), kv.second.size());
-  writer.writeEndOfFile();
-  return out;
-}
+using test_archive::Records;
+using test_archive::read_records;
+using test_archive::write_archive;
 
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
   size_t pos = s.find(from);

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <set>
 
+#include "archive_records.h"
 #include "fxcpp/torch/module.h"
 #include "fxcpp/torch/policy.h"
 
@@ -273,31 +274,9 @@ TEST(Policy, AllowedOperatorsAreWhatFilesMayCall) {
 
 // ---- names (Note [Names a file may use]) ----------------------------------------------
 
-struct Records {
-  std::vector<std::pair<std::string, std::string>> items;
-};
-
-Records read_records(const std::string& path) {
-  caffe2::serialize::PyTorchStreamReader reader(path);
-  Records r;
-  for (const std::string& name : reader.getAllRecords()) {
-    if (name == "version") continue;
-    auto [data, size] = reader.getRecord(name);
-    r.items.emplace_back(name, std::string(static_cast<const char*>(data.get()), size));
-  }
-  return r;
-}
-
-std::string write_archive(const Records& r) {
-  std::string out;
-  caffe2::serialize::PyTorchStreamWriter writer([&](const void* p, size_t n) {
-    out.append(static_cast<const char*>(p), n);
-    return n;
-  });
-  for (auto& kv : r.items) writer.writeRecord(kv.first, kv.second.data(), kv.second.size());
-  writer.writeEndOfFile();
-  return out;
-}
+using test_archive::Records;
+using test_archive::read_records;
+using test_archive::write_archive;
 
 // The fixture with every `from` in graph.json replaced by `to`.
 std::string edited_fixture(const std::string& from, const std::string& to) {

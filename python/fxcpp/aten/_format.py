@@ -366,21 +366,6 @@ def _decode(value: Any, nodes: Dict[str, Node]) -> Any:
     raise ValueError(f'fxcpp.aten.load: unknown value tag {tag!r}')
 
 
-def _set_attr(root: torch.nn.Module, qualified: str, value: torch.Tensor, kind: str) -> None:
-    *path, leaf = qualified.split('.')
-    mod = root
-    for part in path:
-        if not hasattr(mod, part):
-            mod.add_module(part, torch.nn.Module())
-        mod = getattr(mod, part)
-    if kind == 'parameter':
-        mod.register_parameter(leaf, torch.nn.Parameter(value, requires_grad=value.requires_grad))
-    elif kind == 'buffer':
-        mod.register_buffer(leaf, value)
-    else:
-        setattr(mod, leaf, value)
-
-
 # Attribute names a file's tensor may not take: they would replace what the
 # module itself needs (``forward``, ``graph``, ``code``, ``_runtime``, ...).
 def _reserved_names(cls) -> frozenset:
