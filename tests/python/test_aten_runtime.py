@@ -94,6 +94,28 @@ def test_save_load_round_trip_keeps_code_graph_and_meta(tmp_path):
     assert reader.get_record('graph.json').startswith(b'{"format":"fxcpp-aten","version":1')
 
 
+@pytest.mark.parametrize('kind', ['make_fx', 'named', 'keyword'])
+def test_graph_modules_with_any_class_name_save_and_load(tmp_path, kind):
+    """make_fx names its GraphModule '<lambda>', which no loader accepts as a class name (Note
+    [Names a file may use]): the file records 'GraphModule' then, and a class name that is an
+    identifier is kept. Found by bench/bench_runtime.py, which saves make_fx graphs."""
+    def model(x):
+        return torch.relu(x) + 1
+    x = torch.randn(2, 3)
+    if kind == 'make_fx':
+        gm = fxcpp.from_torch_fx(make_fx(lambda t: model(t))(x))  # named '<lambda>', as make_fx(module) is
+    else:
+        lowered = aten.lower(fxcpp.symbolic_trace(model), x)
+        gm = fxcpp.GraphModule(lowered, lowered.graph, 'Named' if kind == 'named' else 'class')
+    name = type(gm).__name__ if type(gm).__name__ != 'GraphModule' else gm._get_name()
+    path = tmp_path / 'm.fxpt'
+    aten.save(gm, path)
+    back = aten.load(path)
+    assert type(back).__name__ == (name if name.isidentifier() and name != 'class' else 'GraphModule'), name
+    torch.testing.assert_close(back(x), model(x))
+    torch.testing.assert_close(aten.load(path, runtime='cpp')(x), model(x))
+
+
 def test_cpp_runtime_matches_eager_and_plans_memory(chain_file):
     m = aten.load(chain_file, runtime='cpp')
     stats = m._runtime.plan_stats()

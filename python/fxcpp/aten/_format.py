@@ -10,6 +10,7 @@ files] in src/torch/load.cpp) reads the tensors for both runtimes.
 """
 import errno
 import json
+import keyword
 import math
 import os
 from typing import Any, Dict, List, Tuple
@@ -124,6 +125,15 @@ def _attr(root: torch.nn.Module, qualified: str) -> Any:
     return obj
 
 
+def _class_name(gm: GraphModule) -> str:
+    """The class name a file records: the module's, when loaders accept it
+    (an identifier, not a keyword: Note [Names a file may use]); a module
+    traced from a function or lambda (``'<lambda>'``) is recorded as
+    ``'GraphModule'``."""
+    name = type(gm).__name__ if type(gm).__name__ != 'GraphModule' else gm._get_name()
+    return name if isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name) else 'GraphModule'
+
+
 def save(gm: GraphModule, path) -> None:
     """Writes a lowered ``gm`` to ``path`` (docs/fxpt_format.md).
 
@@ -188,7 +198,7 @@ def save(gm: GraphModule, path) -> None:
 
     doc = {'format': FORMAT_NAME, 'version': FORMAT_VERSION,
            'producer': {'fxcpp': '0.1.0', 'torch': torch.__version__},
-           'class_name': type(gm).__name__ if type(gm).__name__ != 'GraphModule' else gm._get_name(),
+           'class_name': _class_name(gm),
            'storages': storages, 'tensors': tensors, 'nodes': nodes}
     text = json.dumps(doc, separators=(',', ':'), allow_nan=False).encode()
 
