@@ -210,7 +210,7 @@ def bench_chain(tmp, cfg):
                            "--iters", str(cfg["chain_iters"]), "--reps", str(cfg["chain_reps"])], timeout=300)
     us = {k: v for k, (v, _unit) in cpp.items()}
 
-    fx_mod = fxcpp.aten.load(fxpt, runtime="cpp")
+    fx_mod = fxcpp.aten.load(fxpt, runtime="cpp", trusted=True)
     ts_mod = torch.jit.load(pt)
     sm = static_module(traced)
     gm = torch.fx.symbolic_trace(model)
@@ -279,7 +279,7 @@ def bench_model(tmp, cfg):
                            "--expect", out, "--expect-shape", "1,1000", "--iters", str(cfg["model_iters"]),
                            "--reps", str(cfg["model_reps"])], timeout=300)
     ms = {k: v for k, (v, _unit) in cpp.items()}
-    fx_mod = fxcpp.aten.load(fxpt, runtime="cpp")
+    fx_mod = fxcpp.aten.load(fxpt, runtime="cpp", trusted=True)
     sm = static_module(traced)
     py = {"eager_py": lambda: model(x), "fxcpp_py": lambda: fx_mod(x), "static_runtime_py": lambda: sm(x)}
     for variant, fn in py.items():
