@@ -1,15 +1,31 @@
 # fxcpp: the two commands that matter are `make demo` and `make test`.
+#
+# Two torches (Note [Which LibTorch] in cmake/FxcppTorch.cmake):
+#   torch 2.14.1  .venv/ (Python 3.11, torch==2.14.1, torchvision==0.29.1 from the machine's wheels),
+#                 fxcpp installed into it with pip (build tree build-214/, which also holds the C++
+#                 tests against the wheel's libtorch). Use .venv/bin/python afterwards.
+#   torch 1.13.1  Debian's /usr/bin/python3 and libtorch-dev, built with cmake into build/
+#                 (run with PYTHONPATH=build/pkg).
 PYTHON   ?= /usr/bin/python3
 JOBS     ?= 2
 BUILD    := build
 ASAN     := build-asan
 ASANPY   := build-asan-py
 PREFIX   ?= /usr/local
-export PYTHONPATH := $(CURDIR)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
+VENV     := .venv
+VPY      := $(VENV)/bin/python
+BUILD214 := build-214
+ASAN214  := build-asan-214
+ASANPY214 := build-asan-py-214
 export PYTHONDONTWRITEBYTECODE := 1
+# The 1.13 leg imports the package assembled in build/pkg (extensions + links to python/fxcpp).
+RUN113   := PYTHONPATH=$(CURDIR)/$(BUILD)/pkg FXCPP_PACKAGE_ROOT=$(CURDIR)/$(BUILD)/pkg FXCPP_BUILD_DIR=$(CURDIR)/$(BUILD)
+# The 2.14 leg imports the fxcpp pip installed into .venv.
+RUN214   := FXCPP_BUILD_DIR=$(CURDIR)/$(BUILD214)
 
 .PHONY: all deps build build-asan build-asan-python test test-cpp test-asan test-asan-python test-python demo bench fuzz \
-        bench-quick install clean test-upstream
+        bench-quick install clean test-upstream venv build-214 build-asan-214 build-asan-python-214 test-214 \
+        test-cpp-214 test-asan-214 test-python-214 test-asan-python-214 test-113 demo-113
 
 all: build
 
@@ -21,6 +37,57 @@ $(BUILD)/CMakeCache.txt: | deps
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
+
+# ---- torch 2.14.1 -------------------------------------------------------------------------
+# The virtual environment: torch and torchvision from the machine's wheels, the test tools.
+$(VENV)/.ready: requirements-dev.txt | deps
+	python3 -m venv $(VENV)
+	$(VPY) -m pip install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1
+	$(VPY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.ready
+
+# fxcpp installed into .venv with pip, as a user installs it; the build tree is kept in
+# build-214/ (incremental) and also builds the C++ tests and benchmarks against the wheel's libtorch.
+build-214: $(VENV)/.ready
+	$(VPY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+	  -C build-dir=$(BUILD214) -C cmake.define.FXCPP_BUILD_TESTS=ON -C cmake.define.FXCPP_BUILD_BENCH=ON \
+	  -C cmake.define.FXCPP_BUILD_EXAMPLES=ON .
+
+$(ASAN214)/CMakeCache.txt: | $(VENV)/.ready
+	cmake -S . -B $(ASAN214) -DCMAKE_BUILD_TYPE=Debug -DFXCPP_SANITIZE=ON -DFXCPP_BUILD_PYTHON=OFF \
+	      -DFXCPP_BUILD_BENCH=OFF -DFXCPP_BUILD_EXAMPLES=OFF -DPython_EXECUTABLE=$(CURDIR)/$(VPY) >/dev/null
+
+build-asan-214: $(ASAN214)/CMakeCache.txt
+	cmake --build $(ASAN214) -j$(JOBS) --target fxcpp_torch_tests
+
+$(ASANPY214)/CMakeCache.txt: | $(VENV)/.ready
+	cmake -S . -B $(ASANPY214) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" -DFXCPP_SANITIZE=ON \
+	      -DFXCPP_BUILD_TESTS=OFF -DFXCPP_BUILD_BENCH=OFF -DFXCPP_BUILD_EXAMPLES=OFF \
+	      -DPython_EXECUTABLE=$(CURDIR)/$(VPY) >/dev/null
+
+build-asan-python-214: $(ASANPY214)/CMakeCache.txt
+	cmake --build $(ASANPY214) -j$(JOBS) --target fxcpp_C fxcpp_C_torch fxcpp_py_package
+
+# The C++ tests linked against the wheel's libtorch, plainly and under ASan+UBSan (the core's
+# tests do not depend on torch: they run under ASan once, in test-asan).
+test-cpp-214: build-214
+	$(BUILD214)/fxcpp_core_tests --gtest_brief=1
+	$(BUILD214)/fxcpp_torch_tests --gtest_brief=1
+
+test-asan-214: build-asan-214
+	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(ASAN214)/fxcpp_torch_tests --gtest_brief=1
+
+# The Python suites on the pip-installed fxcpp (no PYTHONPATH: the installed package is imported).
+test-python-214: build-214
+	$(RUN214) $(VPY) -m pytest -q -p no:cacheprovider tests/python
+
+test-asan-python-214: build-asan-python-214
+	FXCPP_BUILD_DIR=$(CURDIR)/$(BUILD214) scripts/asan_python.sh $(ASANPY214) $(VPY) $(ASAN_PY_ARGS)
+
+test-214: test-cpp-214 test-asan-214 test-python-214 test-asan-python-214
 
 $(ASAN)/CMakeCache.txt: | deps
 	cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DFXCPP_SANITIZE=ON -DFXCPP_BUILD_PYTHON=OFF \
@@ -34,17 +101,17 @@ build-asan: deps $(ASAN)/CMakeCache.txt
 $(ASANPY)/CMakeCache.txt: | deps
 	cmake -S . -B $(ASANPY) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" -DFXCPP_SANITIZE=ON \
 	      -DFXCPP_BUILD_TESTS=OFF -DFXCPP_BUILD_BENCH=OFF -DPython_EXECUTABLE=$(PYTHON) \
-	      -DFXCPP_PY_OUTPUT_DIR=$(CURDIR)/$(ASANPY)/pkg/fxcpp >/dev/null
+	      -DFXCPP_BUILD_EXAMPLES=OFF >/dev/null
 
 build-asan-python: deps $(ASANPY)/CMakeCache.txt
-	cmake --build $(ASANPY) -j$(JOBS) --target fxcpp_C fxcpp_C_torch
+	cmake --build $(ASANPY) -j$(JOBS) --target fxcpp_C fxcpp_C_torch fxcpp_py_package
 
 # Every Python suite against the sanitized extension, but the RSS bounds of test_memory.py
 # (ASan's quarantine holds freed memory on purpose; the suite runs without ASan in test-python).
 ASAN_PY_ARGS ?= tests/python --ignore=tests/python/test_memory.py
 
 test-asan-python: build-asan-python
-	scripts/asan_python.sh $(ASANPY) $(PYTHON) $(ASAN_PY_ARGS)
+	FXCPP_BUILD_DIR=$(CURDIR)/$(BUILD) scripts/asan_python.sh $(ASANPY) $(PYTHON) $(ASAN_PY_ARGS)
 
 test-cpp: build
 	$(BUILD)/fxcpp_core_tests --gtest_brief=1
@@ -58,11 +125,14 @@ test-asan: build-asan
 	  $(ASAN)/fxcpp_torch_tests --gtest_brief=1
 
 test-python: build
-	$(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+	$(RUN113) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 
 # test-upstream is informational here (prints the side-by-side counts, fails only if the
 # harness itself breaks).
-test: test-cpp test-asan test-python test-asan-python
+# Every suite on torch 2.14.1, then on Debian's torch 1.13.1.
+test: test-214 test-113
+
+test-113: test-cpp test-asan test-python test-asan-python
 	$(MAKE) --no-print-directory test-upstream FXCPP_UPSTREAM_OPTIONAL=1
 
 # Longer fuzzing sessions: the differential fuzzer against torch.fx over many
@@ -70,13 +140,13 @@ test: test-cpp test-asan test-python test-asan-python
 # FXCPP_FUZZ_SEEDS, FXCPP_FUZZ_STEPS, FXCPP_FUZZ_FIRST_SEED, FXCPP_HYPOTHESIS_MAX_EXAMPLES.
 fuzz: build
 	FXCPP_FUZZ_SEEDS=$${FXCPP_FUZZ_SEEDS:-2000} FXCPP_FUZZ_STEPS=$${FXCPP_FUZZ_STEPS:-200} \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_fuzz_diff.py
+	  $(RUN113) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_fuzz_diff.py
 	FXCPP_HYPOTHESIS_PROFILE=fuzz FXCPP_HYPOTHESIS_MAX_EXAMPLES=$${FXCPP_HYPOTHESIS_MAX_EXAMPLES:-2000} \
-	  $(PYTHON) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_fuzz_api.py
+	  $(RUN113) $(PYTHON) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_fuzz_api.py
 	# The runtime's primitives against Python, and every OpInfo operator through the planned runtime
 	# (FXCPP_PLANNER_FUZZ_SAMPLES samples per operator and dtype).
 	FXCPP_HYPOTHESIS_MAX_EXAMPLES=$${FXCPP_HYPOTHESIS_MAX_EXAMPLES:-2000} FXCPP_PLANNER_FUZZ_SAMPLES=$${FXCPP_PLANNER_FUZZ_SAMPLES:-8} \
-	  $(PYTHON) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_runtime_primitives_fuzz.py \
+	  $(RUN113) $(PYTHON) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_runtime_primitives_fuzz.py \
 	  tests/python/test_planner_fuzz.py
 	mkdir -p $(FUZZ)/corpus
 	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -114,21 +184,25 @@ UPSTREAM_SELECTION ?= default
 FXCPP_UPSTREAM_OPTIONAL ?= 0
 
 test-upstream: build
-	UPSTREAM_SELECTION=$(UPSTREAM_SELECTION) FXCPP_UPSTREAM_OPTIONAL=$(FXCPP_UPSTREAM_OPTIONAL) PYTHON=$(PYTHON) \
+	$(RUN113) UPSTREAM_SELECTION=$(UPSTREAM_SELECTION) FXCPP_UPSTREAM_OPTIONAL=$(FXCPP_UPSTREAM_OPTIONAL) PYTHON=$(PYTHON) \
 	  scripts/upstream/run.sh
 
-demo: build
-	$(PYTHON) examples/demo.py
+# The demo and the benchmarks run on torch 2.14.1 (demo-113: the same demo on Debian's torch).
+demo: build-214
+	$(RUN214) $(VPY) examples/demo.py
 
-bench: build
-	$(PYTHON) bench/run.py --full
+demo-113: build
+	$(RUN113) $(PYTHON) examples/demo.py
 
-bench-quick: build
-	$(PYTHON) bench/run.py --quick
+bench: build-214
+	$(RUN214) $(VPY) bench/run.py --full
+
+bench-quick: build-214
+	$(RUN214) $(VPY) bench/run.py --quick
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 	$(PYTHON) scripts/install_python.py
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(ASANPY)
+	rm -rf $(BUILD) $(ASAN) $(ASANPY) $(BUILD214) $(ASAN214) $(ASANPY214)

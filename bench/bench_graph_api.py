@@ -50,7 +50,7 @@ import torch.fx
 try:
     import fxcpp
 except ImportError:  # run from a checkout without PYTHONPATH
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "pkg"))
     import fxcpp
 
 LIBS = {"fxcpp": fxcpp, "torchfx": torch.fx}

@@ -75,7 +75,7 @@ REPO = os.path.dirname(HERE)
 try:
     import fxcpp
 except ImportError:  # run from a checkout without PYTHONPATH
-    sys.path.insert(0, os.path.join(REPO, "python"))
+    sys.path.insert(0, os.path.join(REPO, "build", "pkg"))
     import fxcpp
 if not os.path.exists(os.path.join(os.path.dirname(fxcpp.__file__), "aten", "_lower.py")):
     # fxcpp.aten imports lower() from _lower; this benchmark needs only save/load.
@@ -87,8 +87,9 @@ if not os.path.exists(os.path.join(os.path.dirname(fxcpp.__file__), "aten", "_lo
 import fxcpp.aten  # noqa: E402
 
 SUITE = "runtime"
-CPP_BENCH = os.path.join(REPO, "build", "fxcpp_runtime_bench")
-CAPTURE_BENCH = os.path.join(REPO, "build", "fxcpp_capture_bench")
+BUILD_DIR = os.environ.get("FXCPP_BUILD_DIR") or os.path.join(REPO, "build")
+CPP_BENCH = os.path.join(BUILD_DIR, "fxcpp_runtime_bench")
+CAPTURE_BENCH = os.path.join(BUILD_DIR, "fxcpp_capture_bench")
 CHAIN_OPS = 1000
 
 MODES = {

@@ -60,7 +60,10 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'python'))
+try:
+    import fxcpp  # noqa: F401  (installed, or on PYTHONPATH)
+except ImportError:  # run from a checkout after `make build`: the assembled package
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'build', 'pkg'))
 
 import torch  # noqa: E402
 import torch.fx as tfx  # noqa: E402

@@ -28,7 +28,7 @@ import torch.nn as nn
 try:
     import fxcpp
 except ImportError:  # run from a checkout without PYTHONPATH
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "pkg"))
     import fxcpp
 
 SUITE = "trace"

@@ -46,7 +46,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
-CORE_BENCH = os.path.join(REPO, "build", "fxcpp_core_bench")
+CORE_BENCH = os.path.join(os.environ.get("FXCPP_BUILD_DIR") or os.path.join(REPO, "build"), "fxcpp_core_bench")
 CORE_REPETITIONS = 5
 PY_SUITES = [("graph_api", "bench_graph_api.py"), ("trace", "bench_trace.py"), ("transform", "bench_transform.py"),
              ("runtime", "bench_runtime.py"), ("toolbox", "bench_toolbox.py")]
@@ -171,9 +171,6 @@ def run_python_suite(name, script, mode, timeout):
     if not os.path.exists(path):
         return [], {"status": "absent"}
     env = dict(os.environ)
-    py_dir = os.path.join(REPO, "python")
-    if py_dir not in env.get("PYTHONPATH", "").split(os.pathsep):
-        env["PYTHONPATH"] = py_dir + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     t0 = time.perf_counter()
     rc, lines = run_streaming([sys.executable, path, f"--{mode}"], timeout, name, env)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fxcpp demo: the main job, end to end on a real model.
 
-    make demo            (or: PYTHONPATH=python /usr/bin/python3 examples/demo.py)
+    make demo            (or, on Debian's torch after `make build`: PYTHONPATH=build/pkg /usr/bin/python3 examples/demo.py)
 
 1. trace torchvision's resnet18 (weights=None: nothing is downloaded) with
    fxcpp.symbolic_trace;
@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 
-_REPO_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
+_REPO_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "pkg")
 try:
     import fxcpp
 except ImportError:  # running from a checkout without PYTHONPATH

@@ -1,21 +1,14 @@
 #!/usr/bin/env bash
 # Runs pytest over the ASan+UBSan build of the extension (make test-asan-python).
 #   scripts/asan_python.sh BUILD_DIR PYTHON [pytest args...]
-# BUILD_DIR was configured with FXCPP_SANITIZE=ON and FXCPP_PY_OUTPUT_DIR=BUILD_DIR/pkg/fxcpp,
-# so the sanitized fxcpp._C sits there; this links the package's Python files beside it
-# (never copying or replacing the release extension in python/fxcpp) and preloads the
-# sanitizer runtimes, which must come first in a process whose python3 is not instrumented.
+# BUILD_DIR was configured with FXCPP_SANITIZE=ON, so the sanitized extensions sit in
+# BUILD_DIR/pkg/fxcpp beside links to the package's Python files (the fxcpp_py_package target);
+# this preloads the sanitizer runtimes, which must come first in a process whose python3 is
+# not instrumented.
 set -euo pipefail
 build=$(realpath "$1"); python=$2; shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
-pkg=$build/pkg/fxcpp
-mkdir -p "$pkg"
-for f in "$root"/python/fxcpp/*; do
-  name=$(basename "$f")
-  case $name in _C*.so|__pycache__) continue ;; esac
-  ln -sfn "$f" "$pkg/$name"
-done
-ls "$pkg"/_C*.so >/dev/null
+ls "$build"/pkg/fxcpp/_C*.so >/dev/null
 asan=$(gcc -print-file-name=libasan.so)
 ubsan=$(gcc -print-file-name=libubsan.so)
 # Python and torch keep memory until exit by design, so LeakSanitizer stays off here; leaks of

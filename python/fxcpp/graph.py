@@ -20,7 +20,7 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
-from . import _C
+from . import _C, _torch_compat
 import torch.fx._pytree as fx_pytree
 from ._compatibility import compatibility
 from .node import Argument, Node, Target, _get_qualified_name, _type_repr, map_arg, _pretty_print_target
@@ -210,7 +210,7 @@ def _get_attr_reference_exists(mod: torch.nn.Module, qualified_name: str) -> boo
 # torch.fx.Graph as a (layout-free) second base: torch.fx.GraphModule(root, g)
 # and torch.fx passes accept fxcpp graphs; every member is fxcpp's own.
 @compatibility(is_backward_compatible=True)
-class Graph(_C.GraphBase, torch.fx.Graph):
+class Graph(*_torch_compat.graph_bases(_C.GraphBase)):
     """The main data structure of the intermediate representation (see torch.fx.Graph).
 
     Nodes live in a C++ intrusive list; ``graph.nodes`` iterates them (also

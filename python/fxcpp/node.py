@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tupl
 import torch
 import torch.fx
 
-from . import _C
+from . import _C, _torch_compat
 from ._compatibility import compatibility
 from .immutable_collections import immutable_dict, immutable_list
 
@@ -128,10 +128,11 @@ def _bad_target(graph, name, target, wanted_callable):
 _OPCODES = ('placeholder', 'call_method', 'call_module', 'call_function', 'get_attr', 'output', 'root')
 
 
-# torch.fx.Node as a (layout-free) second base: torch.fx code's isinstance checks
+# torch.fx.Node as a (layout-free) second base where it has no C base of its own
+# (torch 1.13; _torch_compat.node_bases): torch.fx code's isinstance checks
 # (map_arg, split_module, ...) accept fxcpp nodes; every member is fxcpp's own.
 @compatibility(is_backward_compatible=True)
-class Node(_C.NodeBase, torch.fx.Node):
+class Node(*_torch_compat.node_bases(_C.NodeBase)):
     """A node of an fxcpp :class:`Graph` (see torch.fx.Node).
 
     Instances are created by :meth:`Graph.create_node`; each core node has

@@ -32,15 +32,17 @@ if ! "$ROOT/scripts/upstream/fetch.sh"; then
   fi
   exit 1
 fi
+# The fxcpp package to test: the build tree's assembled package (make passes FXCPP_PACKAGE_ROOT).
+PKG="${FXCPP_PACKAGE_ROOT:-$ROOT/build/pkg}"
 export FXCPP_TORCHBIND_LIB="$("$ROOT/scripts/upstream/build_torchbind.sh")"
 
 # The harness's own tests first: the expecttest stand-in must fail on a mismatch, the rewrite
 # must point names at fxcpp only where fxcpp has them.
-PYTHONPATH="$SITE:$ROOT/python" "$PYTHON" -m pytest -q -p no:cacheprovider \
+PYTHONPATH="$SITE:$PKG" "$PYTHON" -m pytest -q -p no:cacheprovider \
     "$ROOT/tests/upstream/test_expecttest.py" "$ROOT/tests/upstream/test_rewrite.py" \
     "$ROOT/tests/upstream/test_compare.py"
 
-PYTHONPATH="$ROOT/python" "$PYTHON" "$ROOT/scripts/upstream/rewrite.py" \
+PYTHONPATH="$PKG" "$PYTHON" "$ROOT/scripts/upstream/rewrite.py" \
     "$UP/src/test" "$UP/fxcpp-test" "$UP/rewrite.log"
 
 case "$SELECTION" in
@@ -63,7 +65,7 @@ run_side() {  # name testdir pythonpath
 echo "upstream: running test_fx.py ($SELECTION selection) on torch.fx and on fxcpp"
 run_side torch.fx "$UP/src/test" "$SITE" &
 ref_pid=$!
-run_side fxcpp "$UP/fxcpp-test" "$SITE:$ROOT/python" &
+run_side fxcpp "$UP/fxcpp-test" "$SITE:$PKG" &
 our_pid=$!
 wait "$ref_pid" "$our_pid"
 echo

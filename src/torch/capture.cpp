@@ -407,6 +407,21 @@ struct MetaFailed {
 // fresh version counter, put back from a snapshot by the destructor
 // (TensorImpl::shallow_copy_from both ways, as Variable::set_data does it,
 // without set_data's same-backend check).
+// A leaf's gradient accumulator, owned and weakly held: LibTorch 1.13 holds autograd
+// nodes in std::shared_ptr, 2.x in c10::intrusive_ptr (Note [Which LibTorch]).
+using Accumulator = decltype(::torch::autograd::impl::try_get_grad_accumulator(std::declval<const at::Tensor&>()));
+template <class P>
+struct WeakOf;
+template <class T>
+struct WeakOf<std::shared_ptr<T>> {
+  using type = std::weak_ptr<T>;
+};
+template <class T, class N>
+struct WeakOf<c10::intrusive_ptr<T, N>> {
+  using type = c10::weak_intrusive_ptr<T, N>;
+};
+using WeakAccumulator = WeakOf<Accumulator>::type;
+
 class MetaTensors {
  public:
   MetaTensors() = default;
@@ -465,7 +480,7 @@ class MetaTensors {
     bool has_version = false;
     /// A leaf that requires grad: its cached AccumulateGrad (whose input
     /// metadata says cpu), set aside so the Meta run makes its own.
-    std::shared_ptr<::torch::autograd::Node> accumulator;
+    Accumulator accumulator;
     bool has_accumulator = false;
   };
 
@@ -501,7 +516,7 @@ class MetaTensors {
     // In-place ops of the Meta run bump a counter of their own; its autograd
     // graph gets an AccumulateGrad of its own.
     if (saved_.back().has_version) impl->set_version_counter(c10::VariableVersion(0));
-    if (saved_.back().has_accumulator) ::torch::autograd::impl::set_grad_accumulator(t, {});
+    if (saved_.back().has_accumulator) ::torch::autograd::impl::set_grad_accumulator(t, WeakAccumulator(Accumulator()));
   }
 
   void restore() noexcept {
@@ -509,7 +524,7 @@ class MetaTensors {
       c10::TensorImpl* impl = it->tensor.unsafeGetTensorImpl();
       impl->shallow_copy_from(it->snapshot);
       if (it->has_version) impl->set_version_counter(it->version);
-      if (it->has_accumulator) ::torch::autograd::impl::set_grad_accumulator(it->tensor, it->accumulator);
+      if (it->has_accumulator) ::torch::autograd::impl::set_grad_accumulator(it->tensor, WeakAccumulator(it->accumulator));
     }
     saved_.clear();
   }

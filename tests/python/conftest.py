@@ -3,16 +3,17 @@ import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# make test-asan-python points this at a package tree whose fxcpp._C is the
-# ASan+UBSan build (scripts/asan_python.sh); the check below makes sure the
-# run really imports it.
-PY = os.environ.get('FXCPP_PACKAGE_ROOT') or os.path.join(os.path.dirname(os.path.dirname(HERE)), 'python')
-if PY not in sys.path:
+# The package under test: FXCPP_PACKAGE_ROOT names a folder holding an assembled fxcpp
+# (make's 1.13 leg: build/pkg; the ASan legs: build-asan-py*/pkg, whose fxcpp._C is the
+# ASan+UBSan build); the check below makes sure the run really imports it. Unset (the
+# 2.14 leg), the fxcpp installed into the running Python is tested.
+PY = os.environ.get('FXCPP_PACKAGE_ROOT')
+if PY and PY not in sys.path:
     sys.path.insert(0, PY)
 
 import fxcpp._C  # noqa: E402
 
-if not os.path.realpath(fxcpp._C.__file__).startswith(os.path.realpath(PY) + os.sep):
+if PY and not os.path.abspath(fxcpp._C.__file__).startswith(os.path.abspath(PY) + os.sep):
     raise RuntimeError(f'fxcpp._C was imported from {fxcpp._C.__file__}, not from {PY}')
 
 # Note [Direct bytecode]: every forward function the suite builds from

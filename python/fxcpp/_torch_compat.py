@@ -1,0 +1,30 @@
+"""What differs between the torches fxcpp runs on (1.13.1 and 2.x), in one place.
+
+Every check of the installed torch's version or of a torch internal that moved lives
+here, so the rest of the package reads one name instead of testing versions itself.
+"""
+import torch
+import torch.fx
+
+#: (major, minor) of the installed torch.
+TORCH_VERSION = tuple(int(p) for p in torch.__version__.split('+')[0].split('.')[:2])
+
+#: torch.fx 2.x's Node derives from a C type (torch._C._NodeBase) with an instance layout
+#: of its own, so it cannot be a second base of fxcpp's Node, whose C base has another.
+#: On 1.13 it is a plain Python class and stays a (layout-free) second base, so torch.fx's
+#: isinstance checks accept fxcpp nodes (the interop design for 2.x is issue 23's).
+FX_NODE_HAS_C_BASE = getattr(torch._C, '_NodeBase', None) is not None and \
+    issubclass(torch.fx.Node, torch._C._NodeBase)
+
+#: Same for torch.fx.Graph (a Python class on every torch so far).
+FX_GRAPH_HAS_C_BASE = any(b.__module__ == 'torch._C' for b in torch.fx.Graph.__mro__[1:] if b is not object)
+
+
+def node_bases(native_base):
+    """The bases of fxcpp's Node: its C base, and torch.fx.Node where layouts allow."""
+    return (native_base,) if FX_NODE_HAS_C_BASE else (native_base, torch.fx.Node)
+
+
+def graph_bases(native_base):
+    """The bases of fxcpp's Graph: its C base, and torch.fx.Graph where layouts allow."""
+    return (native_base,) if FX_GRAPH_HAS_C_BASE else (native_base, torch.fx.Graph)
