@@ -41,7 +41,7 @@ from torch._C import ScriptObject  # type: ignore[attr-defined]
 
 import torch.fx._symbolic_trace as _torch_fx_symbolic_trace
 
-from . import _C
+from . import _C, _torch_compat
 from .graph import _PyTreeCodeGen, _PyTreeInfo, Graph
 from .graph_module import GraphModule
 from .node import Argument, base_types, map_aggregate
@@ -547,10 +547,10 @@ class Tracer(TracerBase):
         """
         global _is_fx_tracing_flag
         old_is_fx_tracing_flag = _is_fx_tracing_flag
-        old_torch_flag = _torch_fx_symbolic_trace._is_fx_tracing_flag
+        old_torch_flag = _torch_compat.get_fx_tracing()
         _is_fx_tracing_flag = True
         # Libraries query torch.fx._symbolic_trace.is_fx_tracing(); keep it in sync.
-        _torch_fx_symbolic_trace._is_fx_tracing_flag = True
+        _torch_compat.set_fx_tracing(True)
         try:
             if isinstance(root, torch.nn.Module):
                 self.root = root
@@ -647,7 +647,7 @@ class Tracer(TracerBase):
             self.submodule_paths = None
         finally:
             _is_fx_tracing_flag = old_is_fx_tracing_flag
-            _torch_fx_symbolic_trace._is_fx_tracing_flag = old_torch_flag
+            _torch_compat.set_fx_tracing(old_torch_flag)
             self.__dict__.pop('_fx_id_caches', None)
         return self.graph
 

@@ -28,3 +28,23 @@ def node_bases(native_base):
 def graph_bases(native_base):
     """The bases of fxcpp's Graph: its C base, and torch.fx.Graph where layouts allow."""
     return (native_base,) if FX_GRAPH_HAS_C_BASE else (native_base, torch.fx.Graph)
+
+
+def _fx_tracing_accessors():
+    """Getter and setter of torch.fx's "is symbolic tracing running" flag, which libraries
+    read through torch.fx._symbolic_trace.is_fx_tracing(): a module global on 1.13, a
+    thread-local (_get_is_fx_tracing/_set_is_fx_tracing) on 2.x."""
+    import torch.fx._symbolic_trace as st
+    if hasattr(st, '_get_is_fx_tracing') and hasattr(st, '_set_is_fx_tracing'):
+        return st._get_is_fx_tracing, st._set_is_fx_tracing
+
+    def get():
+        return st._is_fx_tracing_flag
+
+    def set_(value):
+        st._is_fx_tracing_flag = value
+    return get, set_
+
+
+#: get_fx_tracing() -> bool and set_fx_tracing(bool): torch.fx's tracing flag (see above).
+get_fx_tracing, set_fx_tracing = _fx_tracing_accessors()

@@ -8,12 +8,11 @@ GraphModule.
 """
 import io
 import os
-import tempfile
 
 import torch
 
 from .. import _C_torch
-from ._format import load
+from ._format import _load_bytes, load
 
 __all__ = ['from_torchscript']
 
@@ -77,10 +76,6 @@ def from_torchscript(module, *example_inputs, path=None, runtime: str = 'python'
     if path is not None:
         _C_torch.from_torchscript(source, inputs, os.fspath(path), **options)
         return load(path, runtime=runtime, trusted=True)  # captured from the caller's own model
-    fd, tmp = tempfile.mkstemp(suffix='.fxpt')
-    os.close(fd)
-    try:
-        _C_torch.from_torchscript(source, inputs, tmp, **options)
-        return load(tmp, runtime=runtime, trusted=True)
-    finally:
-        os.remove(tmp)
+    # No path: the C++ writer's bytes go straight to the loader (no temporary file).
+    data = _C_torch.from_torchscript(source, inputs, None, **options)['data']
+    return _load_bytes(data, runtime=runtime, trusted=True)

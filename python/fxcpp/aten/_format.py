@@ -134,14 +134,9 @@ def _class_name(gm: GraphModule) -> str:
     return name if isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name) else 'GraphModule'
 
 
-def save(gm: GraphModule, path) -> None:
-    """Writes a lowered ``gm`` to ``path`` (docs/fxpt_format.md).
-
-    Every call_function node must be an ATen overload or a primitive (see
-    ``fxcpp.aten.lower``); get_attr nodes must name tensors. Tensors are moved
-    to CPU and stored as PyTorch stores them: one record per storage, shared
-    storages written once.
-    """
+def _producer(gm: GraphModule):
+    """Encodes ``gm`` (checking everything :func:`save` refuses) and returns the function
+    that writes the archive to a sink."""
     from ..interop import from_torch_fx
     gm = from_torch_fx(gm)
     params = {id(p): n for n, p in gm.named_parameters()}
@@ -209,7 +204,37 @@ def save(gm: GraphModule, path) -> None:
             writer.write_record(record, storage.data_ptr(), storage.nbytes())
         writer.write_end_of_file()
 
-    _write_file(path, produce)
+    return produce
+
+
+def save(gm: GraphModule, path) -> None:
+    """Writes a lowered ``gm`` to ``path`` (docs/fxpt_format.md).
+
+    Every call_function node must be an ATen overload or a primitive (see
+    ``fxcpp.aten.lower``); get_attr nodes must name tensors. Tensors are moved
+    to CPU and stored as PyTorch stores them: one record per storage, shared
+    storages written once.
+    """
+    _write_file(path, _producer(gm))
+
+
+class _BytesSink:
+    """An in-memory sink for the archive writer (what :func:`_to_bytes` writes through)."""
+
+    def __init__(self):
+        self.chunks: List[bytes] = []
+
+    def write(self, data) -> int:
+        self.chunks.append(bytes(data))
+        return len(data)
+
+
+def _to_bytes(gm: GraphModule) -> bytes:
+    """The file :func:`save` would write, in memory: what ``aten.compile`` hands the C++
+    loader (no temporary file)."""
+    sink = _BytesSink()
+    _producer(gm)(sink)
+    return b''.join(sink.chunks)
 
 
 class _FdSink:
@@ -493,10 +518,14 @@ def load(path, runtime: str = 'python', plan_memory: bool = True, trusted: bool 
     ``trusted=True`` lifts the restrictions on what a file may ask the
     runtime to do: only for files you made yourself (docs/fxpt_format.md).
     """
-    from ._runtime import CppModule
     if runtime not in ('python', 'cpp'):
         raise ValueError(f"fxcpp.aten.load: runtime must be 'python' or 'cpp', not {runtime!r}")
-    data = _read(path)
+    return _load_bytes(_read(path), runtime, plan_memory, trusted)
+
+
+def _load_bytes(data: bytes, runtime: str = 'python', plan_memory: bool = True, trusted: bool = False):
+    """:func:`load` of a file's bytes already in memory."""
+    from ._runtime import CppModule
     try:
         rt = _C_torch.load(data, plan_memory=plan_memory, trusted=trusted)
         if runtime == 'cpp':

@@ -1,6 +1,4 @@
 """The C++ runtime from Python: ``CppModule`` and ``compile``."""
-import os
-import tempfile
 
 import torch
 
@@ -63,14 +61,10 @@ def compile(model, *example_inputs) -> CppModule:
     """Lowers ``model`` (an nn.Module or GraphModule) with ``fxcpp.aten.lower``
     and loads the result into the C++ runtime: ``compile(m, x)(x)`` runs
     ``m`` with no Python per op."""
-    from ._format import _read, save
+    from .. import _C_torch
+    from ._format import _to_bytes
     from ._lower import lower
     gm = lower(model, *example_inputs)
-    fd, path = tempfile.mkstemp(suffix='.fxpt')
-    os.close(fd)
-    try:
-        save(gm, path)
-        # the caller's own model, just written: trusted
-        return CppModule(_C_torch.load(_read(path), plan_memory=True, trusted=True))
-    finally:
-        os.unlink(path)
+    # Encoded in memory and loaded from those bytes: no temporary file. The caller's own
+    # model: trusted.
+    return CppModule(_C_torch.load(_to_bytes(gm), plan_memory=True, trusted=True))

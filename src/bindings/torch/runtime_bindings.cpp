@@ -272,7 +272,8 @@ void without_gil(F&& fn) {
 // from_torchscript(source: str | bytes, inputs: tuple[Tensor, ...], out_path,
 //                  dead_code_elimination=True, execution='real') -> dict:
 // captures a TorchScript module (a .pt path or its bytes) on `inputs` and
-// writes the graph as a .fxpt file (fxcpp::torch::from_torchscript, save).
+// writes the graph as a .fxpt file (fxcpp::torch::from_torchscript, save), or
+// returns the file's bytes as 'data' when out_path is None.
 // execution: 'real', 'meta' or 'meta_or_real' (TraceOptions::execution).
 // Returns {'recorded_ops': int, 'ran_on_meta': bool, 'meta_fallback': str}.
 PyObject* from_torchscript(PyObject*, PyObject* args, PyObject* kwargs) {
@@ -299,21 +300,31 @@ PyObject* from_torchscript(PyObject*, PyObject* args, PyObject* kwargs) {
     if (!THPVariable_Check(t)) throw torch::InputError("fxcpp: from_torchscript's example inputs must be tensors");
     example.push_back(THPVariable_Unpack(t));
   }
-  Ref out_fs = owned(PyOS_FSPath(out));
-  std::string out_path(utf8(out_fs.get(), "out_path"));
+  // out_path None: the file is returned in memory (the 'data' entry), never written to disk.
+  const bool to_memory = out == Py_None;
+  std::string out_path;
+  if (!to_memory) {
+    Ref out_fs = owned(PyOS_FSPath(out));
+    out_path = utf8(out_fs.get(), "out_path");
+  }
   torch::Traced t;
+  std::string data;
+  auto emit = [&] {
+    if (to_memory) data = torch::save_to_buffer(*t.graph, t.tensors);
+    else torch::save(*t.graph, t.tensors, out_path);
+  };
   if (PyBytes_Check(source)) {
     std::string bytes(PyBytes_AS_STRING(source), static_cast<size_t>(PyBytes_GET_SIZE(source)));
     without_gil([&] {
       t = torch::from_torchscript_buffer(bytes.data(), bytes.size(), example, options);
-      torch::save(*t.graph, t.tensors, out_path);
+      emit();
     });
   } else {
     Ref fs = owned(PyOS_FSPath(source));
     std::string path(utf8(fs.get(), "source"));
     without_gil([&] {
       t = torch::from_torchscript(path, example, options);
-      torch::save(*t.graph, t.tensors, out_path);
+      emit();
     });
   }
   Ref d = owned(PyDict_New());
@@ -323,6 +334,10 @@ PyObject* from_torchscript(PyObject*, PyObject* args, PyObject* kwargs) {
   Ref why = owned(PyUnicode_DecodeUTF8(t.meta_fallback.data(), static_cast<Py_ssize_t>(t.meta_fallback.size()),
                                        "replace"));
   check(PyDict_SetItemString(d.get(), "meta_fallback", why.get()));
+  if (to_memory) {
+    Ref bytes = owned(PyBytes_FromStringAndSize(data.data(), static_cast<Py_ssize_t>(data.size())));
+    check(PyDict_SetItemString(d.get(), "data", bytes.get()));
+  }
   return d.release();
 }
 
@@ -424,7 +439,7 @@ PyMethodDef module_methods[] = {
     def<from_torchscript>("from_torchscript", METH_VARARGS | METH_KEYWORDS,
                           "from_torchscript(source, inputs, out_path, dead_code_elimination=True, execution='real') "
                           "-> dict: captures a TorchScript module (path or bytes) on the example inputs and saves "
-                          "the graph to out_path."),
+                          "the graph to out_path (None: returned as the dict's 'data' bytes)."),
     kEndOfMethods};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fxcpp._C_torch", "fxcpp's LibTorch runtime bindings.", -1,

@@ -1,0 +1,105 @@
+"""One core in the process, and graphs handed between the extensions without files (issue 21).
+
+Note [One core in the process] (CMakeLists.txt): fxcpp._C and fxcpp._C_torch load one copy of
+libfxcpp_core; aten.compile and aten.from_torchscript hand the file to the loader in memory.
+"""
+import os
+import sys
+import tempfile
+
+import pytest
+import torch
+
+import fxcpp
+import fxcpp._C
+import fxcpp._C_torch
+from fxcpp import aten
+
+
+def _mapped(name):
+    with open('/proc/self/maps') as f:
+        return {line.split()[-1] for line in f if line.rstrip().endswith(name) or f'/{name}' in line}
+
+
+def test_both_extensions_map_one_core_library():
+    cores = {p for p in _mapped('libfxcpp_core.so') if p.endswith('libfxcpp_core.so')}
+    assert len(cores) == 1, cores
+    # ... and it is the one beside the package's extensions (its lib/ folder in a wheel, the
+    # build tree otherwise), not a second copy linked into each extension.
+    assert not any('libfxcpp_core' in p for p in _mapped(os.path.basename(fxcpp._C.__file__)))
+
+
+class _Opens:
+    """Records every file Python opens (sys.audit 'open'), minus imports of code."""
+
+    _active = None
+
+    def __init__(self):
+        self.paths = []
+
+    def __enter__(self):
+        _Opens._active = self
+        return self
+
+    def __exit__(self, *exc):
+        _Opens._active = None
+
+    @staticmethod
+    def hook(event, args):
+        rec = _Opens._active
+        if rec is None or event != 'open' or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
+            return
+        path = os.fsdecode(args[0])
+        if path.endswith(('.py', '.pyc', '.so')) or '__pycache__' in path or path.startswith('/proc/'):
+            return
+        rec.paths.append(path)
+
+
+sys.addaudithook(_Opens.hook)
+
+
+class Small(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) * 2
+
+
+def _tmp_entries():
+    return set(os.listdir(tempfile.gettempdir()))
+
+
+def test_compile_opens_no_file():
+    m, x = Small().eval(), torch.randn(2, 4)
+    before = _tmp_entries()
+    with _Opens() as rec:
+        c = aten.compile(m, x)
+    assert [p for p in rec.paths if p.endswith('.fxpt') or p.startswith(tempfile.gettempdir())] == []
+    assert _tmp_entries() - before == set()
+    torch.testing.assert_close(c(x), m(x))
+
+
+def test_from_torchscript_without_path_opens_no_file():
+    m, x = Small().eval(), torch.randn(2, 4)
+    ts = torch.jit.trace(m, (x,))
+    before = _tmp_entries()
+    with _Opens() as rec:
+        gm = aten.from_torchscript(ts, x)
+        cm = aten.from_torchscript(ts, x, runtime='cpp')
+    assert [p for p in rec.paths if p.endswith('.fxpt') or p.startswith(tempfile.gettempdir())] == []
+    assert _tmp_entries() - before == set()
+    torch.testing.assert_close(gm(x), m(x))
+    torch.testing.assert_close(cm(x), m(x))
+
+
+@pytest.mark.parametrize('runtime', ['python', 'cpp'])
+def test_load_opens_only_the_file_once(tmp_path, runtime):
+    m, x = Small().eval(), torch.randn(2, 4)
+    path = str(tmp_path / 'small.fxpt')
+    aten.save(aten.lower(m, x), path)
+    with _Opens() as rec:
+        loaded = aten.load(path, runtime=runtime)
+    assert rec.paths == [path]
+    torch.testing.assert_close(loaded(x), m(x))
