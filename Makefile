@@ -201,8 +201,9 @@ bench-quick: build-214
 	$(RUN214) $(VPY) bench/run.py --quick
 
 install: build
+	$(PYTHON) scripts/install_python.py --prefix $(PREFIX)
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) -DFXCPP_PYTHON_INSTALL_DIR=$$($(PYTHON) scripts/install_python.py --print-site --prefix $(PREFIX)) >/dev/null
 	cmake --install $(BUILD) --prefix $(PREFIX)
-	$(PYTHON) scripts/install_python.py
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(ASANPY) $(BUILD214) $(ASAN214) $(ASANPY214)

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Installs the fxcpp Python package for this interpreter (called by `make install`).
 
-Copies python/fxcpp (including the built extension _C*.so) to
+Copies the package's Python files (python/fxcpp) to
 <prefix>/lib/python3.X/dist-packages/fxcpp and writes the console script
-<prefix>/bin/fxcpp. Defaults: prefix /usr/local (or $PREFIX); $DESTDIR is
+<prefix>/bin/fxcpp; `make install` then has CMake install the extensions beside them
+(FXCPP_PYTHON_INSTALL_DIR, RUNPATH to the installed libfxcpp_core/libfxcpp_torch).
+`--print-site` prints the package folder and exits. Defaults: prefix /usr/local (or $PREFIX); $DESTDIR is
 prepended to every path for staged installs.
 
     scripts/install_python.py [--prefix /usr/local] [--uninstall]
 """
 import argparse
-import glob
 import os
 import shutil
 import stat
@@ -40,16 +41,13 @@ def paths(prefix, destdir):
 
 
 def install(prefix, destdir):
-    so = glob.glob(os.path.join(PKG, "_C*.so"))
-    if not so:
-        sys.exit("install_python: python/fxcpp/_C*.so not found -- build first (make build)")
     site, bindir = paths(prefix, destdir)
     dest = os.path.join(site, "fxcpp")
     os.makedirs(site, exist_ok=True)
     os.makedirs(bindir, exist_ok=True)
     tmp = dest + ".tmp-install"
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(PKG, tmp, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.tmp"))
+    shutil.copytree(PKG, tmp, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.tmp", "_C*.so"))
     with open(os.path.join(tmp, "_checkout"), "w") as f:  # lets `fxcpp bench` / `fxcpp demo` find the sources
         f.write(REPO + "\n")
     shutil.rmtree(dest, ignore_errors=True)
@@ -81,8 +79,12 @@ def main():
     ap = argparse.ArgumentParser(description="install the fxcpp Python package and console script")
     ap.add_argument("--prefix", default=os.environ.get("PREFIX") or "/usr/local")
     ap.add_argument("--uninstall", action="store_true")
+    ap.add_argument("--print-site", action="store_true")
     args = ap.parse_args()
     destdir = os.environ.get("DESTDIR", "")
+    if args.print_site:
+        print(os.path.join(paths(args.prefix, "")[0], "fxcpp"))
+        return 0
     try:
         (uninstall if args.uninstall else install)(args.prefix, destdir)
     except PermissionError as e:

@@ -17,6 +17,15 @@ del _graph
 from .interpreter import Interpreter, Transformer
 from .subgraph_rewriter import replace_pattern
 
+import os as _os
+
+#: The folder to give CMake (-DCMAKE_PREFIX_PATH) so that find_package(fxcpp) finds the C++
+#: library, headers and CMake package installed with this Python package (pip install), like
+#: torch.utils.cmake_prefix_path: targets fxcpp::fxcpp_core and fxcpp::fxcpp_torch, linked
+#: against the torch this package was built for.
+cmake_prefix_path = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), 'share', 'cmake')
+del _os
+
 # What `from fxcpp import *` binds: torch.fx's public names (torch.fx 1.13 has
 # no __all__, so its star import takes every public name it binds), and
 # fxcpp's bridges to torch.fx.

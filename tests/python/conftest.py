@@ -22,3 +22,51 @@ if PY and not os.path.abspath(fxcpp._C.__file__).startswith(os.path.abspath(PY) 
 import fxcpp.graph_module  # noqa: E402
 
 fxcpp.graph_module._VERIFY_BYTECODE = True
+
+
+# Note [Tests pending on torch 2.x]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# tests/python/pending_torch2.txt lists the tests that do not pass on torch 2.x yet, one per
+# line: a test id (or the prefix of ids: a file, a class, a parametrized family), then
+# `  # xfail: <cause>` or `  # skip: <cause>`. On torch 2.x, an xfail entry is a strict xfail
+# (the run fails when the test starts passing, so the entry must then be removed) and a skip
+# entry is for a test that cannot run at all there (it would take the process down: the
+# cause says why). On torch 1.13 the file is ignored. The causes name the issue that owns them:
+# torch.fx 2.14 behaviour that fxcpp does not follow yet is issue 23; fxcpp on torch 2.14 is
+# issue 21. The list only shrinks.
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+_PENDING_FILE = os.path.join(HERE, 'pending_torch2.txt')
+
+
+def _pending_torch2():
+    entries = []
+    if not os.path.exists(_PENDING_FILE):
+        return entries
+    with open(_PENDING_FILE, encoding='utf-8') as f:
+        for number, line in enumerate(f, 1):
+            line = line.rstrip('\n')
+            if not line.strip() or line.lstrip().startswith('#'):
+                continue
+            test_id, sep, note = line.partition('  # ')
+            kind, _, cause = note.partition(': ')
+            if not sep or kind not in ('xfail', 'skip') or not cause:
+                raise RuntimeError(f'{_PENDING_FILE}:{number}: expected "<test id>  # xfail: <cause>" or '
+                                   f'"<test id>  # skip: <cause>", got {line!r}')
+            entries.append((test_id.strip(), kind, cause.strip()))
+    return entries
+
+
+def pytest_collection_modifyitems(config, items):
+    if int(torch.__version__.split('.')[0]) < 2:
+        return
+    entries = _pending_torch2()
+    for item in items:
+        nodeid = item.nodeid.split('tests/python/', 1)[-1]
+        for test_id, kind, cause in entries:
+            if nodeid == test_id or nodeid.startswith(test_id + '::') or nodeid.startswith(test_id + '['):
+                reason = f'pending on torch 2.x: {cause}'
+                item.add_marker(pytest.mark.skip(reason=reason) if kind == 'skip'
+                                else pytest.mark.xfail(reason=reason, strict=True))
+                break
