@@ -4,7 +4,7 @@
     rewrite.py SRC_TEST_DIR DST_TEST_DIR LOG
 
 Every `*.py` under SRC_TEST_DIR is copied to DST_TEST_DIR with its references to torch.fx
-pointed at fxcpp wherever the installed fxcpp package (import it with PYTHONPATH=<repo>/python)
+pointed at fxcpp wherever the installed fxcpp package (import it with PYTHONPATH=<repo>/build/pkg)
 has the module or name, and left on torch.fx where it does not:
 
   * `from torch.fx.M import a, b as c` -> `from fxcpp.M import ...` for the names fxcpp.M has
@@ -197,7 +197,7 @@ def main(argv):
         raise SystemExit(__doc__)
     src_dir, dst_dir, log_path = argv[1:]
     if _import("fxcpp") is None:
-        raise SystemExit("rewrite.py: fxcpp does not import (PYTHONPATH=<repo>/python, built?)")
+        raise SystemExit("rewrite.py: fxcpp does not import (PYTHONPATH=<repo>/build/pkg, built?)")
     log = []
     tmp = dst_dir + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)

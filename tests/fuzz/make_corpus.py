@@ -1,6 +1,6 @@
 """Writes the seed corpus of the .fxpt fuzzers (tests/fuzz/corpus).
 
-    PYTHONPATH=python /usr/bin/python3 tests/fuzz/make_corpus.py
+    PYTHONPATH=build/pkg /usr/bin/python3 tests/fuzz/make_corpus.py
 
 A file's name gives the outcome every reader must reach (FuzzCorpus.* in
 tests/cpp_torch/fuzz_corpus_test.cpp replays them under ASan+UBSan):
@@ -21,7 +21,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, '..', '..')
-sys.path.insert(0, os.path.join(ROOT, 'python'))
+sys.path.insert(0, os.path.join(ROOT, 'build', 'pkg'))
 
 import fxcpp.aten  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""scripts/upstream/rewrite.py on small sources (needs fxcpp importable: PYTHONPATH=<repo>/python).
+"""scripts/upstream/rewrite.py on small sources (needs fxcpp importable: PYTHONPATH=<repo>/build/pkg).
 
 Run by scripts/upstream/run.sh before the upstream suite.
 """
