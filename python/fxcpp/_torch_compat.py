@@ -68,3 +68,9 @@ def fx_wrapped_methods():
     if isinstance(table, dict):
         return list(table.keys())
     return list(table)
+
+
+#: What GraphModule.to_folder writes after a pickled submodule's path in the generated
+#: ``torch.load(...)``: torch >= 2.6 loads weights only by default, which refuses a pickled
+#: module; 1.13's default loads it (and its torch.fx writes nothing there).
+TO_FOLDER_LOAD_MODULE_ARGS = ', weights_only=False' if TORCH_VERSION >= (2, 6) else ''

@@ -33,7 +33,7 @@ import torch.overrides
 from torch.nn.modules.module import _addindent
 from torch.package import Importer, PackageExporter, PackageImporter, sys_importer
 
-from . import _forward_builder
+from . import _forward_builder, _torch_compat
 # Forward building (source loader, memo caches, direct bytecode, lazy
 # forward) lives in _forward_builder; torch.fx has these names here.
 from ._forward_builder import (  # noqa: F401
@@ -435,7 +435,8 @@ class {module_name}(torch.nn.Module):
                 torch.save(child, child_file)
                 blobified_modules.append(child_name)
                 child_repr = repr(child).replace('\r', ' ').replace('\n', ' ')
-                child_str = f"torch.load(r'{child_file}') # {child_repr}"
+                child_str = (f"torch.load(r'{child_file}'{_torch_compat.TO_FOLDER_LOAD_MODULE_ARGS})"
+                             f" # {child_repr}")
             lines.append(f"{tab * 2}self.{child_name} = {child_str}\n")
 
         for buffer_name, buffer in self._buffers.items():
