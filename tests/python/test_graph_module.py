@@ -26,7 +26,7 @@ from fxcpp import immutable_collections as fx_ic
 from fxcpp._compatibility import compatibility as fx_compat
 import torch.fx.immutable_collections as t_ic
 from torch.fx._compatibility import compatibility as t_compat
-from torch2 import NEW_API, xfail2
+from torch2 import NEW_API, VERBOSE_CODE, xfail2
 
 
 LIBS = pytest.mark.parametrize("lib", [tfx, fx], ids=["torch.fx", "fxcpp"])
@@ -461,7 +461,7 @@ def test_pytree_codegen_specs():
 # printing
 # ---------------------------------------------------------------------------
 
-@xfail2('writes the "# No stacktrace found for following nodes" comment of print_readable differently')
+@VERBOSE_CODE
 def test_print_readable_matches(capsys):
     _, ref, ours = pair(class_name='Readable')
     ref.print_readable()
