@@ -45,6 +45,14 @@ ASSERT_MESSAGES = xfail2('words the AssertionErrors for a bad op or a non-str ta
 UNNAMED = xfail2('names a node whose default name comes out empty (target "", "__") "_unnamed" where '
                  'torch.fx 1.13 and fxcpp raise IndexError')
 
+#: torch.fx code run on fxcpp objects.
+FX_NODE_NOT_A_BASE = pytest.mark.xfail(
+    condition=_torch_compat.FX_NODE_HAS_C_BASE,
+    reason="torch.fx 2.14's Node derives from a C type (torch._C._NodeBase) whose layout fxcpp's Node cannot "
+           "share, so fxcpp's Node is no torch.fx.Node there and torch.fx code that checks "
+           "isinstance(x, torch.fx.Node) (the gradual type checker, split_module, ...) refuses fxcpp nodes "
+           "(interop design for 2.x, issue 23; _torch_compat.node_bases)", strict=True)
+
 #: Name rules.
 SNAKE_CASE = xfail2('snake-cases non-ASCII names differently ("ÉtéBar" -> "étébar", "aΣb" -> "aσb"; torch.fx 1.13 '
                     'and fxcpp: "été_bar", "a_σb")')
