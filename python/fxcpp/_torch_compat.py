@@ -74,3 +74,24 @@ def fx_wrapped_methods():
 #: ``torch.load(...)``: torch >= 2.6 loads weights only by default, which refuses a pickled
 #: module; 1.13's default loads it (and its torch.fx writes nothing there).
 TO_FOLDER_LOAD_MODULE_ARGS = ', weights_only=False' if TORCH_VERSION >= (2, 6) else ''
+
+
+def _fx_inplace_wrapper():
+    """torch.fx.passes.infra.pass_manager.inplace_wrapper: in 1.13, removed in 2.x."""
+    from torch.fx.passes.infra import pass_manager
+    return getattr(pass_manager, 'inplace_wrapper', None)
+
+
+#: torch.fx's pass_manager.inplace_wrapper, or None where torch.fx no longer has it (2.x).
+FX_INPLACE_WRAPPER = _fx_inplace_wrapper()
+
+
+def fx_drawer_node_label(drawer, graph_module, node, skip_node_names_in_args):
+    """torch.fx FxGraphDrawer._get_node_label: 2.x added a parse_stack_trace parameter
+    (fxcpp's drawer does not parse stack traces: False)."""
+    import inspect
+    from torch.fx.passes import graph_drawer
+    label = graph_drawer.FxGraphDrawer._get_node_label
+    if 'parse_stack_trace' in inspect.signature(label).parameters:
+        return label(drawer, graph_module, node, skip_node_names_in_args, False)
+    return label(drawer, graph_module, node, skip_node_names_in_args)
