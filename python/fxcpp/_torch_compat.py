@@ -48,3 +48,50 @@ def _fx_tracing_accessors():
 
 #: get_fx_tracing() -> bool and set_fx_tracing(bool): torch.fx's tracing flag (see above).
 get_fx_tracing, set_fx_tracing = _fx_tracing_accessors()
+
+
+def fx_wrapped_fns():
+    """(globals dict, function name) pairs registered through torch.fx.wrap: a list of such
+    pairs on 1.13, a dict {(id(globals), name): globals} on 2.x."""
+    import torch.fx._symbolic_trace as st
+    table = st._wrapped_fns_to_patch
+    if isinstance(table, dict):
+        return [(frame_dict, name) for (_, name), frame_dict in list(table.items())]
+    return list(table)
+
+
+def fx_wrapped_methods():
+    """(class, method name) pairs registered with torch.fx for call_method wrapping (a list
+    on every torch so far)."""
+    import torch.fx._symbolic_trace as st
+    table = st._wrapped_methods_to_patch
+    if isinstance(table, dict):
+        return list(table.keys())
+    return list(table)
+
+
+#: What GraphModule.to_folder writes after a pickled submodule's path in the generated
+#: ``torch.load(...)``: torch >= 2.6 loads weights only by default, which refuses a pickled
+#: module; 1.13's default loads it (and its torch.fx writes nothing there).
+TO_FOLDER_LOAD_MODULE_ARGS = ', weights_only=False' if TORCH_VERSION >= (2, 6) else ''
+
+
+def _fx_inplace_wrapper():
+    """torch.fx.passes.infra.pass_manager.inplace_wrapper: in 1.13, removed in 2.x."""
+    from torch.fx.passes.infra import pass_manager
+    return getattr(pass_manager, 'inplace_wrapper', None)
+
+
+#: torch.fx's pass_manager.inplace_wrapper, or None where torch.fx no longer has it (2.x).
+FX_INPLACE_WRAPPER = _fx_inplace_wrapper()
+
+
+def fx_drawer_node_label(drawer, graph_module, node, skip_node_names_in_args):
+    """torch.fx FxGraphDrawer._get_node_label: 2.x added a parse_stack_trace parameter
+    (fxcpp's drawer does not parse stack traces: False)."""
+    import inspect
+    from torch.fx.passes import graph_drawer
+    label = graph_drawer.FxGraphDrawer._get_node_label
+    if 'parse_stack_trace' in inspect.signature(label).parameters:
+        return label(drawer, graph_module, node, skip_node_names_in_args, False)
+    return label(drawer, graph_module, node, skip_node_names_in_args)

@@ -33,7 +33,7 @@ import torch.overrides
 from torch.nn.modules.module import _addindent
 from torch.package import Importer, PackageExporter, PackageImporter, sys_importer
 
-from . import _forward_builder
+from . import _forward_builder, _torch_compat
 # Forward building (source loader, memo caches, direct bytecode, lazy
 # forward) lives in _forward_builder; torch.fx has these names here.
 from ._forward_builder import (  # noqa: F401
@@ -435,7 +435,8 @@ class {module_name}(torch.nn.Module):
                 torch.save(child, child_file)
                 blobified_modules.append(child_name)
                 child_repr = repr(child).replace('\r', ' ').replace('\n', ' ')
-                child_str = f"torch.load(r'{child_file}') # {child_repr}"
+                child_str = (f"torch.load(r'{child_file}'{_torch_compat.TO_FOLDER_LOAD_MODULE_ARGS})"
+                             f" # {child_repr}")
             lines.append(f"{tab * 2}self.{child_name} = {child_str}\n")
 
         for buffer_name, buffer in self._buffers.items():
@@ -663,22 +664,26 @@ class {module_name}(torch.nn.Module):
 _BUILDER_SWITCHES = frozenset({'_DIRECT_BYTECODE', '_VERIFY_BYTECODE'})
 
 
+def _builder_switch(name: str) -> property:
+    def get(self) -> Any:
+        return getattr(_forward_builder, name)
+
+    def set_(self, value: Any) -> None:
+        setattr(_forward_builder, name, value)
+    return property(get, set_, doc=f'fxcpp._forward_builder.{name}, read and written through')
+
+
 class _GraphModuleModule(types.ModuleType):
     """The type of this module: ``_DIRECT_BYTECODE`` and ``_VERIFY_BYTECODE``
     read and write through to :mod:`fxcpp._forward_builder`, which owns them,
     so ``fxcpp.graph_module._DIRECT_BYTECODE = False`` keeps working (the
-    documented way to customise module attribute access)."""
+    documented way to customise module attribute access). They are data
+    descriptors, so tools that save and restore a module attribute through
+    its ``__dict__`` unless a data descriptor is in the way (pytest 8+'s
+    monkeypatch) restore them with a plain assignment."""
 
-    def __getattr__(self, name: str) -> Any:   # only for names not found otherwise
-        if name in _BUILDER_SWITCHES:
-            return getattr(_forward_builder, name)
-        raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _BUILDER_SWITCHES:
-            setattr(_forward_builder, name, value)
-        else:
-            super().__setattr__(name, value)
+    _DIRECT_BYTECODE = _builder_switch('_DIRECT_BYTECODE')
+    _VERIFY_BYTECODE = _builder_switch('_VERIFY_BYTECODE')
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | _BUILDER_SWITCHES)

@@ -17,6 +17,7 @@ import torch
 import torch.fx as tfx
 
 import fxcpp
+from torch2 import NEW_API, NUM_USERS, TORCH2, xfail2
 
 LIBS = [tfx, fxcpp]
 
@@ -68,6 +69,7 @@ def _compare_signatures(ref, got, *, unbound):
         assert _same_default(r.default, g.default), (r.name, r.default, g.default)
 
 
+@NEW_API
 @pytest.mark.parametrize('cls_name', ['Graph', 'Node'])
 def test_every_public_method_has_torch_fx_signature(cls_name):
     ref_cls = getattr(tfx, cls_name)
@@ -131,6 +133,7 @@ def test_every_property_exists_and_is_settable_like_torch_fx(cls_name):
     lambda g, n, y: g.erase_node(to_erase=g.call_function(torch.neg, (n,))),
     lambda g, n, y: y.format_node(placeholder_names=None, maybe_return_typename=None),
 ])
+@NUM_USERS
 def test_keyword_calls_match_torch_fx(call):
     out = []
     for lib in LIBS:
@@ -169,6 +172,7 @@ def _state_summary(lib, g):
             g._tracer_cls is not None)
 
 
+@NUM_USERS
 @pytest.mark.parametrize('name', ['kitchen', 'resnet18'])
 @pytest.mark.parametrize('protocol', [0, 2, pickle.HIGHEST_PROTOCOL])
 def test_traced_graph_pickles_like_torch_fx(name, protocol):
@@ -180,7 +184,11 @@ def test_traced_graph_pickles_like_torch_fx(name, protocol):
         for n in g.nodes:
             n.meta['tag'] = ('meta', n.name)
         before = _state_summary(lib, g)
-        g2 = pickle.loads(pickle.dumps(g, protocol=protocol))
+        # torch.fx 2.x's Node has a C base (torch._C._NodeBase) that copyreg's protocol 0/1
+        # reduction cannot rebuild (TypeError: function takes exactly 5 arguments): torch.fx
+        # pickles at the highest protocol there, fxcpp still at `protocol`.
+        ref_protocol = pickle.HIGHEST_PROTOCOL if TORCH2 and lib is tfx and protocol < 2 else protocol
+        g2 = pickle.loads(pickle.dumps(g, protocol=ref_protocol if lib is tfx else protocol))
         after = _state_summary(lib, g2)
         assert after == before
         g2.lint()
@@ -192,6 +200,7 @@ def test_traced_graph_pickles_like_torch_fx(name, protocol):
     assert summaries[0] == summaries[1]
 
 
+@NUM_USERS
 def test_graph_with_types_and_default_pickles():
     out = []
     for lib in LIBS:
@@ -210,6 +219,7 @@ def test_empty_graph_pickles():
     assert [str(pickle.loads(pickle.dumps(lib.Graph()))) for lib in LIBS] == [str(tfx.Graph())] * 2
 
 
+@NUM_USERS
 def test_lone_node_pickles_with_its_graph():
     out = []
     for lib in LIBS:
@@ -357,7 +367,10 @@ def _lint_outcome(lib, build):
 @pytest.mark.parametrize('build', [
     _use_before_def, _other_graph_arg, _redefined_name,
     _retarget('get_attr', 'nope'), _retarget('call_module', 'b'), _retarget('call_module', 'l.weight.foo'),
-    _retarget('call_module', 'l.nope'), _retarget('get_attr', 'l.weight'), _plain_tensor_get_attr,
+    _retarget('call_module', 'l.nope'), _retarget('get_attr', 'l.weight'),
+    pytest.param(_plain_tensor_get_attr, marks=xfail2(
+        "lint warns that a get_attr of a plain tensor attribute \"does not reference an nn.Module, "
+        "nn.Parameter, or buffer\" (1.13 and fxcpp accept it silently)")),
     _no_longer_callable(True), _no_longer_callable(False), _two_problems,
 ], ids=lambda f: getattr(f, '__name__', 'case'))
 def test_lint_matches_torch_fx(build):
@@ -429,12 +442,13 @@ _X, _G = object(), object()
 
 
 @pytest.mark.parametrize('args', [
-    (_G, 'foo', 'bogus', torch.relu, (_X,), {}),
-    (_G, 'foo', 'call_function', 'relu', (_X,), {}),
-    (_G, 'foo', 'call_function', 5, (_X,), {}),
-    (_G, 'foo', 'call_method', torch.relu, (_X,), {}),
-    (_G, 'foo', 'get_attr', 3, (), {}),
-    (None, 'foo', 'output', torch.relu, (), {}),
+    pytest.param((_G, 'foo', 'bogus', torch.relu, (_X,), {}), marks=xfail2(
+        "says \"op 'bogus' is not in _legal_ops\" in the AssertionError (1.13 and fxcpp: no message)")),
+    pytest.param((_G, 'foo', 'call_function', 'relu', (_X,), {}), marks=NUM_USERS),
+    pytest.param((_G, 'foo', 'call_function', 5, (_X,), {}), marks=NUM_USERS),
+    pytest.param((_G, 'foo', 'call_method', torch.relu, (_X,), {}), marks=NUM_USERS),
+    pytest.param((_G, 'foo', 'get_attr', 3, (), {}), marks=NUM_USERS),
+    pytest.param((None, 'foo', 'output', torch.relu, (), {}), marks=NUM_USERS),
 ])
 def test_node_constructor_rejects_like_torch_fx(args):
     assert _ctor_outcome(fxcpp, *args) == _ctor_outcome(tfx, *args)
@@ -473,6 +487,7 @@ def test_node_constructor_by_keyword_bad_target():
 
 # --------------------------------------------------------------- star import
 
+@NEW_API
 def test_star_import_binds_torch_fx_public_api():
     """`from fxcpp import *` works (it raised AttributeError: __all__ named PythonCode, which the
     package does not bind) and binds every public, non-module name `from torch.fx import *` binds."""

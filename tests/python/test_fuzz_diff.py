@@ -34,6 +34,7 @@ import pytest
 import torch.fx as tfx
 
 import fxcpp as fx
+from torch2 import xfail2
 from fuzz_strategies import CONSTANTS, FUNCS, KWARG_KEYS, NAMES, STR_TARGETS, TYPES, norm
 
 SEEDS = int(os.environ.get('FXCPP_FUZZ_SEEDS', '20'))
@@ -510,11 +511,16 @@ class Fuzzer:
             self.check(i, desc)
 
 
+@xfail2('differs from torch.fx 1.13 (which the lockstep fuzzer compares every step with) in printouts '
+        '("[num_users=N]"), generated code (dead values freed, verbose comments), names ("_unnamed" for an '
+        'empty name, "add_01" kept, counters), and accepts some edits 1.13 refused (deepcopy without an output)')
 @pytest.mark.parametrize('seed', range(FIRST_SEED, FIRST_SEED + SEEDS))
 def test_lockstep_edits(seed):
     Fuzzer(seed).run(STEPS)
 
 
+@xfail2("refuses erasing a node of another graph (RuntimeError: Attempting to remove z from wrong graph); "
+        "1.13 accepted it, which this test records")
 def test_stricter_cases_are_refused():
     """Each allow-listed divergence happens: torch.fx accepts, fxcpp raises the recorded exception."""
     import operator
@@ -593,6 +599,7 @@ def test_insert_at_erased_node_uses_its_former_position():
     g.lint()
 
 
+@xfail2("accepts node.replace_all_uses_with(node) where 1.13 (and fxcpp) raise")
 def test_fixed_divergences():
     """Divergences the fuzzer found, fixed to match torch.fx (kept as direct regressions)."""
     import operator

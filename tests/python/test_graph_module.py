@@ -26,6 +26,7 @@ from fxcpp import immutable_collections as fx_ic
 from fxcpp._compatibility import compatibility as fx_compat
 import torch.fx.immutable_collections as t_ic
 from torch.fx._compatibility import compatibility as t_compat
+from torch2 import NEW_API, VERBOSE_CODE, xfail2
 
 
 LIBS = pytest.mark.parametrize("lib", [tfx, fx], ids=["torch.fx", "fxcpp"])
@@ -171,6 +172,8 @@ def test_parent_installed_before_child():
         assert module_tree(gm) == [('', 'GraphModule'), ('inner', 'Module'), ('inner.lin', 'Linear')]
 
 
+@xfail2('GraphModule instances carry new attributes (_erase_node_hooks, _replace_hooks, _deepcopy_hooks, '
+        'shape_env, _prologue_start, ...)')
 def test_training_flag_and_class_name():
     root = Root().eval()
     _, ref, ours = pair(root, class_name='MyModule')
@@ -428,6 +431,7 @@ def test_exec_with_source_registers_source():
     assert fb._loader.get_source(co.co_filename) == src
 
 
+@xfail2('generates the pytree flattening line of forward differently')
 def test_pytree_codegen_specs():
     from fxcpp.graph import _PyTreeCodeGen as F_PT, _PyTreeInfo as F_PI
     from torch.fx.graph import _PyTreeCodeGen as T_PT, _PyTreeInfo as T_PI
@@ -457,6 +461,7 @@ def test_pytree_codegen_specs():
 # printing
 # ---------------------------------------------------------------------------
 
+@VERBOSE_CODE
 def test_print_readable_matches(capsys):
     _, ref, ours = pair(class_name='Readable')
     ref.print_readable()
@@ -602,7 +607,7 @@ def test_torch_save_load(tmp_path):
     _, _, ours = pair()
     p = tmp_path / 'gm.pt'
     torch.save(ours, p)
-    loaded = torch.load(p)
+    loaded = torch.load(p, weights_only=False)  # torch 2.6+ defaults to weights_only=True
     x = torch.randn(2, 4)
     assert isinstance(loaded, fx.GraphModule)
     assert_same_outputs(loaded(x), ours(x))
@@ -635,6 +640,7 @@ def test_torch_package_roundtrip(tmp_path):
     assert_same_outputs(loaded(x), ours(x))
 
 
+@xfail2("to_folder writes setattr(self, 'name', ...) where torch.fx 1.13 and fxcpp write self.name = ...")
 def test_to_folder(tmp_path):
     _, ref, ours = pair()
     texts = []
@@ -659,6 +665,7 @@ def test_to_folder(tmp_path):
     assert texts[0] == texts[1]
 
 
+@xfail2("to_folder writes setattr(self, 'name', ...) where torch.fx 1.13 and fxcpp write self.name = ...")
 def test_to_folder_safe_reprs_and_params(tmp_path):
     for lib in (tfx, fx):
         g = lib.Graph()
@@ -784,10 +791,14 @@ def test_error_nested_graph_modules(capsys):
 # immutable collections
 # ---------------------------------------------------------------------------
 
+IMMUTABLE = xfail2('raises TypeError (1.13 and fxcpp: NotImplementedError) when an immutable_list/dict is mutated, '
+                   'and words their docstrings differently')
+
 @pytest.mark.parametrize('op', [
     lambda l: l.append(1), lambda l: l.extend([1]), lambda l: l.insert(0, 1), lambda l: l.pop(),
     lambda l: l.remove(1), lambda l: l.clear(), lambda l: l.__setitem__(0, 1),
     lambda l: l.__delitem__(0), lambda l: l.__iadd__([1]), lambda l: l.__imul__(2)])
+@IMMUTABLE
 def test_immutable_list_mutation(op):
     msgs = []
     for mod in (t_ic, fx_ic):
@@ -801,6 +812,7 @@ def test_immutable_list_mutation(op):
 @pytest.mark.parametrize('op', [
     lambda d: d.__setitem__('a', 1), lambda d: d.__delitem__('a'), lambda d: d.clear(),
     lambda d: d.pop('a'), lambda d: d.popitem(), lambda d: d.update({'b': 2})])
+@IMMUTABLE
 def test_immutable_dict_mutation(op):
     msgs = []
     for mod in (t_ic, fx_ic):
@@ -810,6 +822,7 @@ def test_immutable_dict_mutation(op):
     assert msgs[0] == msgs[1]
 
 
+@IMMUTABLE
 def test_immutable_collections_behaviour():
     il, idt = fx_ic.immutable_list, fx_ic.immutable_dict
     assert fx_ic.__all__ == t_ic.__all__
@@ -853,6 +866,7 @@ def test_immutable_collections_pytree():
 
 @pytest.mark.parametrize('bc', [True, False])
 @pytest.mark.parametrize('doc', [None, 'Doc.', '\n    Indented\n    doc.\n    '])
+@xfail2('formats the notes @compatibility adds to docstrings differently (blank lines, placement)')
 def test_compatibility_doc(bc, doc):
     def make():
         def f():
@@ -883,6 +897,7 @@ def test_public_objects_marked():
     assert fx_gm.reduce_graph_module.__module__ == 'fxcpp.graph_module'
 
 
+@NEW_API
 def test_traceback_module():
     import fxcpp.traceback as ftb
     import torch.fx.traceback as ttb

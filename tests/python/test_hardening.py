@@ -21,6 +21,7 @@ import fxcpp as fx
 from fxcpp import _C
 
 from difftools import raises_same
+from torch2 import ASSERT_MESSAGES, NUM_USERS, PRINTOUTS, UNNAMED
 
 SUR = "\udc80"
 
@@ -105,6 +106,7 @@ REFUSED = [
 
 
 @pytest.mark.parametrize("label,what,op", REFUSED, ids=[c[0] for c in REFUSED])
+@PRINTOUTS
 def test_surrogate_refused_and_graph_usable(label, what, op):
     # torch.fx accepts these (it stores Python strings); fxcpp refuses them.
     g_ref, x_ref, y_ref = base(tfx)
@@ -115,6 +117,7 @@ def test_surrogate_refused_and_graph_usable(label, what, op):
     assert_same_as_torch(finish(g, y), _build)
 
 
+@PRINTOUTS
 def test_node_target_setter_surrogate():
     def build(lib):
         g, x, y = base(lib)
@@ -133,28 +136,33 @@ def test_node_target_setter_surrogate():
 # --------------------------------------------------- wrong types (torch.fx raises)
 
 SAME_ERROR = [
-    ("placeholder int", lambda lib, g, x: g.placeholder(123)),
-    ("get_attr int", lambda lib, g, x: g.get_attr(123)),
-    ("call_method int", lambda lib, g, x: g.call_method(3, (x,))),
-    ("call_module int", lambda lib, g, x: g.call_module(3, (x,))),
-    ("create_node name int", lambda lib, g, x: g.create_node("call_function", torch.relu, (x,), name=5)),
-    ("create_node name bytes", lambda lib, g, x: g.create_node("call_function", torch.relu, (x,), name=b"n")),
-    ("create_node op surrogate", lambda lib, g, x: g.create_node(SUR, torch.relu, (x,))),
-    ("create_node op int", lambda lib, g, x: g.create_node(5, torch.relu, (x,))),
-    ("call_function str target", lambda lib, g, x: g.call_function("relu", (x,))),
-    ("call_method callable target", lambda lib, g, x: g.create_node("call_method", torch.relu, (x,))),
+    pytest.param("placeholder int", lambda lib, g, x: g.placeholder(123), marks=ASSERT_MESSAGES),
+    pytest.param("get_attr int", lambda lib, g, x: g.get_attr(123), marks=ASSERT_MESSAGES),
+    pytest.param("call_method int", lambda lib, g, x: g.call_method(3, (x,)), marks=ASSERT_MESSAGES),
+    pytest.param("call_module int", lambda lib, g, x: g.call_module(3, (x,)), marks=ASSERT_MESSAGES),
+    pytest.param("create_node name int", lambda lib, g, x: g.create_node("call_function", torch.relu, (x,), name=5),
+                 marks=NUM_USERS),
+    pytest.param("create_node name bytes",
+                 lambda lib, g, x: g.create_node("call_function", torch.relu, (x,), name=b"n"), marks=NUM_USERS),
+    pytest.param("create_node op surrogate", lambda lib, g, x: g.create_node(SUR, torch.relu, (x,)),
+                 marks=ASSERT_MESSAGES),
+    pytest.param("create_node op int", lambda lib, g, x: g.create_node(5, torch.relu, (x,)), marks=ASSERT_MESSAGES),
+    pytest.param("call_function str target", lambda lib, g, x: g.call_function("relu", (x,)), marks=NUM_USERS),
+    pytest.param("call_method callable target", lambda lib, g, x: g.create_node("call_method", torch.relu, (x,)),
+                 marks=NUM_USERS),
     # Default names: torch.fx strips one pair of dunders, so "__" and "___"
     # leave an empty candidate and create_name raises IndexError (the
     # bindings' old copy of the rule named them "__").
-    ("call_method __", lambda lib, g, x: g.call_method("__", (x,))),
-    ("call_method ___", lambda lib, g, x: g.call_method("___", (x,))),
-    ("get_attr __", lambda lib, g, x: g.get_attr("__")),
-    ("call_function __ (bad target named first)", lambda lib, g, x: g.call_function("__", (x,))),
-    ("call_module empty", lambda lib, g, x: g.call_module("", (x,))),
+    pytest.param("call_method __", lambda lib, g, x: g.call_method("__", (x,)), marks=UNNAMED),
+    pytest.param("call_method ___", lambda lib, g, x: g.call_method("___", (x,)), marks=UNNAMED),
+    pytest.param("get_attr __", lambda lib, g, x: g.get_attr("__"), marks=UNNAMED),
+    pytest.param("call_function __ (bad target named first)", lambda lib, g, x: g.call_function("__", (x,)),
+                 marks=UNNAMED),
+    pytest.param("call_module empty", lambda lib, g, x: g.call_module("", (x,)), marks=UNNAMED),
 ]
 
 
-@pytest.mark.parametrize("label,op", SAME_ERROR, ids=[c[0] for c in SAME_ERROR])
+@pytest.mark.parametrize("label,op", SAME_ERROR, ids=[c.values[0] for c in SAME_ERROR])
 def test_same_error_as_torch_fx(label, op):
     graphs = {}
 
@@ -173,6 +181,7 @@ def test_same_error_as_torch_fx(label, op):
     assert graphs[fx][0].python_code("self").src == graphs[tfx][0].python_code("self").src
 
 
+@NUM_USERS
 def test_dunder_target_default_names_match_torch_fx():
     def build(lib):
         g = lib.Graph()
@@ -187,6 +196,7 @@ def test_dunder_target_default_names_match_torch_fx():
     assert str(build(fx)) == str(build(tfx))
 
 
+@PRINTOUTS
 def test_node_name_wrong_type():
     # torch.fx stores any object as Node.name (and then fails when printing);
     # fxcpp refuses a non-str name at once.
@@ -197,6 +207,7 @@ def test_node_name_wrong_type():
     assert_same_as_torch(finish(g, y), _build)
 
 
+@PRINTOUTS
 def test_kwargs_key_wrong_type():
     g, x, y = base(fx)
     assert_refused(lambda: g.call_function(torch.add, (x,), {1: 2}), "kwargs key", TypeError)
@@ -205,6 +216,7 @@ def test_kwargs_key_wrong_type():
 
 # ------------------------------------------------ display text keeps surrogates
 
+@PRINTOUTS
 def test_surrogate_constants_annotations_and_stack_traces_match_torch_fx():
     def build(lib):
         g = lib.Graph()
@@ -235,6 +247,7 @@ def test_stack_trace_wrong_type_same_error():
 
 # ----------------------------------------------------------- other entry points
 
+@PRINTOUTS
 def test_find_nodes_and_dot_name_refuse_surrogates():
     g, x, y = base(fx)
     assert_refused(lambda: g.find_nodes(op="call_method", target=SUR), "find_nodes target")
@@ -249,6 +262,7 @@ def test_find_nodes_and_dot_name_refuse_surrogates():
     assert_same_as_torch(finish(g, y), _build)
 
 
+@NUM_USERS
 def test_name_rules_refuse_surrogates_without_changing_rules():
     import builtins
     g_before = fx.Graph()
@@ -329,6 +343,7 @@ class _Root(torch.nn.Module):
         return x
 
 
+@NUM_USERS
 def test_eliminate_dead_code_matches_torch_fx():
     ours = fx.symbolic_trace(_Root())
     ref = tfx.symbolic_trace(_Root())
@@ -338,6 +353,7 @@ def test_eliminate_dead_code_matches_torch_fx():
     assert ours.graph.eliminate_dead_code() == ref.graph.eliminate_dead_code()
 
 
+@NUM_USERS
 def test_eliminate_dead_code_without_owning_module_raises_like_torch_fx():
     def build(lib):
         g = lib.Graph()

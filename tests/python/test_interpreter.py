@@ -13,6 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import fxcpp as fx
+from torch2 import xfail2
 
 LIBS = [tfx, fx]
 
@@ -192,7 +193,12 @@ def error_of(fn):
     return None
 
 
-@pytest.mark.parametrize('case', ['op_error', 'missing_input', 'keyerror', 'missing_value', 'bad_target'])
+_ANNOTATED_2X = xfail2('annotates an exception raised while interpreting differently ("[num_users=N]", '
+                       '"Original traceback: None", a tlparse hint)')
+
+
+@pytest.mark.parametrize('case', [pytest.param(c, marks=_ANNOTATED_2X) if c != 'missing_value' else c
+                                  for c in ['op_error', 'missing_input', 'keyerror', 'missing_value', 'bad_target']])
 def test_exception_annotation(case):
     results = []
     for lib in LIBS:
@@ -255,6 +261,7 @@ def transformer_code(lib, cls_body, fn_or_mod):
     return out.code, meta, out
 
 
+@xfail2('Transformer records new node.meta keys (nn_module_stack, from_node, ...)')
 def test_transformer_identity_and_overrides():
     def bodies(lib):
         return {}

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 from torch.fx.passes.split_module import split_module as torch_split_module
 
 import fxcpp
+from torch2 import NUM_USERS, xfail2
 from fxcpp.passes.split_module import split_module
 
 
@@ -53,6 +54,7 @@ class MyModule(torch.nn.Module):
         return z + w, w.sum()
 
 
+@NUM_USERS
 def test_module_example_three_runs():
     torch.manual_seed(0)
     gm = fxcpp.symbolic_trace(MyModule())
@@ -61,6 +63,7 @@ def test_module_example_three_runs():
     _compare(gm, _by_name({name: i * 3 // len(ops) for i, name in enumerate(ops)}), (x, y))
 
 
+@NUM_USERS
 def test_runs_and_original_order():
     torch.manual_seed(0)
     gm = fxcpp.symbolic_trace(MyModule())
@@ -85,6 +88,7 @@ def _chain(n, with_kwargs=False):
     return fxcpp.GraphModule(torch.nn.Module(), g)
 
 
+@xfail2('split_module names the nodes of the submodules differently (counters)')
 def test_chain_runs_defaults_kwargs_and_meta():
     gm = _chain(40, with_kwargs=True)
     for i, n in enumerate(gm.graph.nodes):
@@ -115,6 +119,7 @@ def test_cycle_raises_like_torch_fx():
         split_module(gm, None, _by_name(assign))
 
 
+@xfail2('split_module accepts a partition without outputs where 1.13 raised IndexError')
 def test_partition_without_outputs_raises_like_torch_fx():
     g = fxcpp.Graph()
     x = g.placeholder('x')
@@ -176,6 +181,7 @@ def graphs_and_assignments(draw):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(graphs_and_assignments())
+@xfail2('split_module prints "[num_users=N]" and names submodule nodes differently')
 def test_random_graphs_match_torch_fx(case):
     gm, n_ph, assign, keep = case
     inputs = tuple(torch.full((2,), float(i + 1)) for i in range(n_ph))

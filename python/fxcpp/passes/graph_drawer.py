@@ -28,6 +28,7 @@ import torch.fx
 from torch.fx.passes import graph_drawer as _torch_graph_drawer
 from torch.fx.passes.shape_prop import TensorMetadata as _TorchTensorMetadata
 
+from .. import _torch_compat
 from .._compatibility import compatibility
 from ..graph_module import GraphModule
 from .shape_prop import TensorMetadata
@@ -56,6 +57,9 @@ if HAS_PYDOT:
                      ignore_parameters_and_buffers: bool = False, skip_node_names_in_args: bool = True):
             options = (ignore_getattr, ignore_parameters_and_buffers, skip_node_names_in_args)
             self._name = name
+            # read by torch.fx 2.x's label and style helpers (1.13's ignore them)
+            self.dot_graph_shape = 'record'
+            self.normalize_args = False
             self._dot_graphs: Dict[str, pydot.Dot] = {name: self._to_dot(graph_module, name, *options)}
             # One more graph per call_module node whose module is itself a GraphModule.
             for node in graph_module.graph.nodes:
@@ -86,7 +90,7 @@ if HAS_PYDOT:
             dot = pydot.Dot(name, rankdir="TB")
             drawn = [n for n in graph_module.graph.nodes if not (ignore_getattr and n.op == 'get_attr')]
             for node in drawn:
-                label = self._get_node_label(graph_module, node, skip_node_names_in_args)
+                label = _torch_compat.fx_drawer_node_label(self, graph_module, node, skip_node_names_in_args)
                 dot.add_node(pydot.Node(node.name, label=label, **self._get_node_style(node)))
                 if node.op != 'call_module':
                     continue

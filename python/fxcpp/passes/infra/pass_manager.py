@@ -11,14 +11,19 @@ fails, the fixed point over ``steps``) is torch.fx's.
 import torch.fx
 from torch.fx.passes.infra import pass_manager as _torch_pass_manager
 from torch.fx.passes.infra.pass_manager import (  # noqa: F401  (re-exported)
-    _topological_sort_passes, _validate_pass_schedule_constraint, inplace_wrapper, pass_result_wrapper,
+    _topological_sort_passes, _validate_pass_schedule_constraint, pass_result_wrapper,
     this_before_that_pass_constraint)
+
+from ... import _torch_compat
 
 from ..._compatibility import compatibility
 from ...graph_module import GraphModule
 from .pass_base import PassResult
 
-__all__ = ['inplace_wrapper', 'pass_result_wrapper', 'this_before_that_pass_constraint', 'PassManager']
+__all__ = ['pass_result_wrapper', 'this_before_that_pass_constraint', 'PassManager']
+if _torch_compat.FX_INPLACE_WRAPPER is not None:  # torch.fx 1.13's; 2.x removed it
+    inplace_wrapper = _torch_compat.FX_INPLACE_WRAPPER
+    __all__.insert(0, 'inplace_wrapper')
 
 _GRAPH_MODULES = (GraphModule, torch.fx.GraphModule)
 
@@ -37,7 +42,7 @@ class PassManager(_torch_pass_manager.PassManager):
         for _ in range(self.steps):
             changed = False
             for index, fn in enumerate(self.passes):
-                if self.debug:
+                if getattr(self, "debug", False):  # torch.fx 1.13 has the flag; 2.x logs instead
                     print(f"Running pass '{fn.__name__}'")
                 try:
                     result = fn(module)
