@@ -171,31 +171,17 @@ c10::IValue copy_out_of(const c10::IValue& v, const std::vector<const void*>& pl
 // _reshape_alias, ...), and some ATen bounds checks overflow or are missing.
 // Every tensor an op returns is checked, before any later op reads it, to
 // reach only bytes of its own storage; a result that does not is an Error.
+// The views whose geometry is an argument (as_strided, as_strided_,
+// _reshape_alias) are checked the same way before their kernel runs, by
+// their argument guard (Note [Argument guards]), so the refusal is fxcpp's
+// whatever checks the LibTorch's kernel makes (2.x's as_strided refuses an
+// overflowing offset itself, 1.13's does not).
 void check_extent(const at::Tensor& t) {
   if (!t.defined() || !t.has_storage() || t.is_quantized() || t.layout() != c10::Layout::Strided) return;
   const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   if (impl->numel() == 0) return;
-  int64_t last = impl->storage_offset();
-  bool ok = last >= 0;
-  const auto sizes = impl->sizes();
-  const auto strides = impl->strides();
-  for (size_t d = 0; ok && d < sizes.size(); ++d) {
-    int64_t step = 0;
-    ok = strides[d] >= 0 && !__builtin_mul_overflow(sizes[d] - 1, strides[d], &step) &&
-         !__builtin_add_overflow(last, step, &last);
-  }
-  int64_t bytes = 0;
-  ok = ok && !__builtin_add_overflow(last, int64_t(1), &last) &&
-       !__builtin_mul_overflow(last, static_cast<int64_t>(t.dtype().itemsize()), &bytes) &&
-       static_cast<uint64_t>(bytes) <= impl->unsafe_storage().nbytes();
-  if (!ok) {
-    std::string shape;
-    for (size_t d = 0; d < sizes.size(); ++d)
-      shape += (d ? ", " : "") + std::to_string(sizes[d]) + ":" + std::to_string(strides[d]);
-    throw Error("the result (offset " + std::to_string(impl->storage_offset()) + ", size:stride " + shape +
-                ") reaches outside its storage of " + std::to_string(impl->unsafe_storage().nbytes()) +
-                " bytes; the runtime refuses views that read or write other memory");
-  }
+  check_view_extent("the result", impl->storage_offset(), impl->sizes(), impl->strides(), t.dtype().itemsize(),
+                    impl->unsafe_storage().nbytes());
 }
 
 void check_extents(const c10::IValue& v, int depth = 0) {
