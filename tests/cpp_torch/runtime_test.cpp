@@ -604,6 +604,77 @@ TEST(Runtime, PlannedPathKeysOnTheTypesOfAllInputs) {
   }
 }
 
+TEST(Runtime, OutVariantsAreChosenAlike) {
+  // The planner's choice of out= overloads (attach_out_variant in plan.cpp)
+  // for ops that lowered models call: the same on LibTorch 1.13 and 2.x.
+  auto ints = [](std::vector<int64_t> v) {
+    std::vector<Argument> items;
+    for (int64_t i : v) items.push_back(Argument::integer(i));
+    return Argument::list(std::move(items));
+  };
+  struct Case {
+    const char* op;
+    std::function<std::vector<Argument>(Node*)> args;
+  };
+  auto unary = [](Node* x) { return std::vector<Argument>{N(x)}; };
+  auto binary = [](Node* x) { return std::vector<Argument>{N(x), N(x)}; };
+  const std::vector<Case> cases = {
+      {"aten::relu", unary},
+      {"aten::sigmoid", unary},
+      {"aten::tanh", unary},
+      {"aten::gelu", unary},
+      {"aten::exp", unary},
+      {"aten::neg", unary},
+      {"aten::abs", unary},
+      {"aten::silu", unary},
+      {"aten::hardtanh", unary},
+      {"aten::hardswish", unary},
+      {"aten::hardsigmoid", unary},
+      {"aten::leaky_relu", unary},
+      {"aten::_softmax", [](Node* x) { return std::vector<Argument>{N(x), Argument::integer(1), Argument::boolean(false)}; }},
+      {"aten::_log_softmax", [](Node* x) { return std::vector<Argument>{N(x), Argument::integer(1), Argument::boolean(false)}; }},
+      {"aten::add.Tensor", binary},
+      {"aten::sub.Tensor", binary},
+      {"aten::mul.Tensor", binary},
+      {"aten::div.Tensor", binary},
+      {"aten::mul.Scalar", [](Node* x) { return std::vector<Argument>{N(x), Argument::real(2.0)}; }},
+      {"aten::pow.Tensor_Scalar", [](Node* x) { return std::vector<Argument>{N(x), Argument::integer(2)}; }},
+      {"aten::clamp", [](Node* x) { return std::vector<Argument>{N(x), Argument::real(-0.5), Argument::real(0.5)}; }},
+      {"aten::mean.dim", [&](Node* x) { return std::vector<Argument>{N(x), ints({2, 3}), Argument::boolean(true)}; }},
+      {"aten::sum.dim_IntList", [&](Node* x) { return std::vector<Argument>{N(x), ints({1})}; }},
+      {"aten::amax", [&](Node* x) { return std::vector<Argument>{N(x), ints({1})}; }},
+      {"aten::avg_pool2d", [&](Node* x) { return std::vector<Argument>{N(x), ints({2, 2})}; }},
+      {"aten::cat", [](Node* x) { return std::vector<Argument>{Argument::list({N(x), N(x)}), Argument::integer(1)}; }},
+      {"aten::addmm", [](Node* x) { return std::vector<Argument>{N(x), N(x), N(x)}; }},
+      {"aten::mm", binary},
+      {"aten::bmm", binary},
+      {"aten::where.self", [](Node* x) { return std::vector<Argument>{N(x), N(x), N(x)}; }},
+      {"aten::upsample_nearest2d", [&](Node* x) { return std::vector<Argument>{N(x), ints({16, 16})}; }},
+      {"aten::constant_pad_nd", [&](Node* x) { return std::vector<Argument>{N(x), ints({1, 1})}; }},
+      {"aten::conv2d", [](Node* x) { return std::vector<Argument>{N(x), N(x)}; }},
+      {"aten::linear", binary},
+      {"aten::matmul", binary},
+      {"aten::clone", unary},
+  };
+  std::string planned;
+  for (const Case& c : cases) {
+    auto g = std::make_unique<Graph>();
+    Node* x = g->placeholder("x");
+    Node* r = g->call_function(aten_op(c.op), c.args(x));
+    g->output(N(g->call_function(aten_op("aten::add.Tensor"), {N(r), Argument::integer(1)})));
+    Module m(std::move(g), {});
+    if (m.plan_stats().managed) planned += std::string(planned.empty() ? "" : " ") + c.op;
+  }
+  // Not planned, for attach_out_variant's reasons: no CPU kernel of their
+  // own (conv2d, linear, matmul, ...), no out= overload named after theirs
+  // (sum.dim_IntList's is sum.IntList_out), or one without a Meta kernel.
+  EXPECT_EQ(planned,
+            "aten::relu aten::sigmoid aten::tanh aten::gelu aten::exp aten::neg aten::silu aten::hardsigmoid "
+            "aten::leaky_relu aten::_softmax aten::_log_softmax aten::add.Tensor aten::sub.Tensor aten::mul.Tensor "
+            "aten::div.Tensor aten::pow.Tensor_Scalar aten::clamp aten::mean.dim aten::amax aten::avg_pool2d "
+            "aten::cat aten::addmm aten::mm aten::bmm aten::upsample_nearest2d");
+}
+
 TEST(Runtime, ConcurrentForwardsOnOneModule) {
   Module m(chain(20), {});
   at::Tensor y = at::randn({4, 8});
