@@ -262,7 +262,10 @@ TEST(Runtime, RefusesGraphsItCannotRun) {
 Module one_primitive(const char* name, int inputs) {
   auto g = std::make_unique<Graph>();
   std::vector<Argument> args;
-  for (int i = 0; i < inputs; ++i) args.push_back(N(g->placeholder("x" + std::to_string(i))));
+  for (int i = 0; i < inputs; ++i) {
+    std::string x = "x";  // not "x" + std::to_string(i): GCC 12's -Wrestrict false positive (its bug 105651)
+    args.push_back(N(g->placeholder(x += std::to_string(i))));
+  }
   g->output(N(g->call_function(primitive(name), std::move(args))));
   return Module(std::move(g), {});
 }
