@@ -388,8 +388,10 @@ void check_identifier(const std::string& s, const std::string& what) {
 // SIGFPE, aten::scalar_tensor with dtype 200 reads past a table. A file spells
 // them as tagged constants ({"dtype": "float32"}, checked by name); so an int
 // constant or tagged constant passed where the schema takes one must be a
-// value of that enumeration, and unless the file is trusted, a value the
-// graph computes may only be a dtype straight from getattr(tensor, "dtype").
+// value of that enumeration (a tagged constant also of that kind: a dtype is
+// not a layout, whichever numbers the LibTorch gives them), and unless the
+// file is trusted, a value the graph computes may only be a dtype straight
+// from getattr(tensor, "dtype").
 
 // The number of values of the enumeration `t` takes (through Optional and
 // List), or 0 when it takes none.
@@ -401,6 +403,15 @@ int64_t enum_size(const c10::TypePtr& t, c10::TypeKind* kind) {
     case c10::TypeKind::OptionalType:
     case c10::TypeKind::ListType: return enum_size(t->containedType(0), kind);
     default: return 0;
+  }
+}
+
+// The kind of tagged constant that spells values of the enumeration `kind`.
+TorchConstant::Kind constant_kind(c10::TypeKind kind) {
+  switch (kind) {
+    case c10::TypeKind::LayoutType: return TorchConstant::Kind::Layout;
+    case c10::TypeKind::MemoryFormatType: return TorchConstant::Kind::MemoryFormat;
+    default: return TorchConstant::Kind::Dtype;
   }
 }
 
@@ -419,8 +430,11 @@ void check_enum_value(const Argument& a, c10::TypeKind kind, int64_t size, const
             " (files spell them as {\"dtype\": \"float32\"} and the like)");
       return;
     case ArgKind::Foreign:
-      if (const TorchConstant* c = as_torch_constant(a.as_object()); c && c->value.isInt() &&
-                                                                   (c->value.toInt() < 0 || c->value.toInt() >= size))
+      // A constant of another enumeration is refused whatever its number: a
+      // dtype's number may be a valid layout (float64 is 7, torch 2.x's
+      // Layout::Jagged), and would silently mean that.
+      if (const TorchConstant* c = as_torch_constant(a.as_object());
+          c && (c->kind != constant_kind(kind) || !c->value.isInt() || c->value.toInt() < 0 || c->value.toInt() >= size))
         bad(where + " is the " + c->name + " constant, which is not a " + c10::typeKindToString(kind));
       return;
     case ArgKind::NodeRef:

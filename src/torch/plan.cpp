@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 
 #include "fxcpp/passes/last_uses.h"
@@ -171,31 +172,17 @@ c10::IValue copy_out_of(const c10::IValue& v, const std::vector<const void*>& pl
 // _reshape_alias, ...), and some ATen bounds checks overflow or are missing.
 // Every tensor an op returns is checked, before any later op reads it, to
 // reach only bytes of its own storage; a result that does not is an Error.
+// The views whose geometry is an argument (as_strided, as_strided_,
+// _reshape_alias) are checked the same way before their kernel runs, by
+// their argument guard (Note [Argument guards]), so the refusal is fxcpp's
+// whatever checks the LibTorch's kernel makes (2.x's as_strided refuses an
+// overflowing offset itself, 1.13's does not).
 void check_extent(const at::Tensor& t) {
   if (!t.defined() || !t.has_storage() || t.is_quantized() || t.layout() != c10::Layout::Strided) return;
   const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   if (impl->numel() == 0) return;
-  int64_t last = impl->storage_offset();
-  bool ok = last >= 0;
-  const auto sizes = impl->sizes();
-  const auto strides = impl->strides();
-  for (size_t d = 0; ok && d < sizes.size(); ++d) {
-    int64_t step = 0;
-    ok = strides[d] >= 0 && !__builtin_mul_overflow(sizes[d] - 1, strides[d], &step) &&
-         !__builtin_add_overflow(last, step, &last);
-  }
-  int64_t bytes = 0;
-  ok = ok && !__builtin_add_overflow(last, int64_t(1), &last) &&
-       !__builtin_mul_overflow(last, static_cast<int64_t>(t.dtype().itemsize()), &bytes) &&
-       static_cast<uint64_t>(bytes) <= impl->unsafe_storage().nbytes();
-  if (!ok) {
-    std::string shape;
-    for (size_t d = 0; d < sizes.size(); ++d)
-      shape += (d ? ", " : "") + std::to_string(sizes[d]) + ":" + std::to_string(strides[d]);
-    throw Error("the result (offset " + std::to_string(impl->storage_offset()) + ", size:stride " + shape +
-                ") reaches outside its storage of " + std::to_string(impl->unsafe_storage().nbytes()) +
-                " bytes; the runtime refuses views that read or write other memory");
-  }
+  check_view_extent("the result", impl->storage_offset(), impl->sizes(), impl->strides(), t.dtype().itemsize(),
+                    impl->unsafe_storage().nbytes());
 }
 
 void check_extents(const c10::IValue& v, int depth = 0) {
@@ -486,9 +473,10 @@ class Compiler {
   //   may decompose differently and round differently) and an out= overload
   //   taking the same arguments (found by schema: `add.Tensor` -> `add.out`,
   //   `sum.dim_IntList` -> `sum.IntList_out`; relu -> clamp_min.out(self, 0))
-  //   with a Meta kernel: a structured kernel, which sizes its output before
-  //   writing (not every out= kernel resizes `out`; rrelu_with_noise.out
-  //   would write past the planned buffer). A short list of out= kernels that
+  //   with a C++ Meta kernel (Note [C++ Meta kernels]): a structured
+  //   kernel, which sizes its output before writing (not every out= kernel
+  //   resizes `out`; rrelu_with_noise.out would write past the planned
+  //   buffer). A short list of out= kernels that
   //   compute something else than their functional form is never used
   //   (attach_out_variant); tests/python/test_planner_fuzz.py looks for more.
   // * Lifetimes. A candidate's value lives from its instruction to the last
@@ -607,6 +595,36 @@ class Compiler {
     plan_.num_buffers = static_cast<uint32_t>(buffer_end.size());
   }
 
+  // Note [C++ Meta kernels]
+  // ~~~~~~~~~~~~~~~~~~~~~~~
+  // The planner takes a Meta kernel on an out= overload as the mark of a
+  // structured kernel, which sizes `out` before writing. Only a Meta kernel
+  // registered from C++ says that: `import torch` registers Python Meta
+  // kernels (torch/_meta_registrations.py) for 29 out= overloads on 1.13
+  // (abs.out, ...) and about 480 on 2.x (rrelu_with_noise.out, whose CPU
+  // kernel writes past an unsized `out`), overriding C++ ones, so the plan
+  // would depend on whether Python is in the process and write out of
+  // bounds on 2.x. The dispatcher has no query for where a kernel came from
+  // on both LibTorch versions; its dump (OperatorHandle::dumpState, the same
+  // format on 1.13 and 2.x) lists every Meta registration, active or
+  // "(inactive)", and C++ kernels with a typed signature are "[ boxed
+  // unboxed ]" while Python's are "(none) [ boxed ]". This is the one place
+  // that reads it.
+  static bool has_cpp_meta_kernel(const c10::OperatorHandle& h) {
+    if (!h.hasKernelForDispatchKey(c10::DispatchKey::Meta)) return false;
+    const std::string dump = h.dumpState();
+    for (size_t pos = 0; pos < dump.size();) {
+      size_t end = dump.find('\n', pos);
+      if (end == std::string::npos) end = dump.size();
+      const std::string_view line(dump.data() + pos, end - pos);
+      if ((line.rfind("Meta: ", 0) == 0 || line.rfind("Meta (inactive): ", 0) == 0) &&
+          line.find("unboxed ]") != std::string_view::npos)
+        return true;
+      pos = end + 1;
+    }
+    return false;
+  }
+
   // Which typed signature (Note [Unboxed out calls]) an out= schema has.
   // The C++ signature is checked here, once: a kernel registered with another
   // one stays on the boxed path.
@@ -670,10 +688,10 @@ class Compiler {
                oa[i].kwarg_only() == fn.arguments()[i].kwarg_only();
       if (!same) continue;
       // Only out= kernels that size their output before writing to it: a
-      // Meta kernel means a structured kernel (shape computed, output
+      // C++ Meta kernel means a structured kernel (shape computed, output
       // resized, then the kernel). rrelu_with_noise.out, for one, writes
       // input.numel() elements into `out` without resizing it.
-      if (!h->hasKernelForDispatchKey(c10::DispatchKey::Meta)) continue;
+      if (!has_cpp_meta_kernel(*h)) continue;
       in.out_op = as_aten_op(aten_op(fn.name() + "." + c));
       in.out_operands = in.operands;
       in.fast = fast_kind(*h);

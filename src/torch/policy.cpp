@@ -133,10 +133,69 @@ void guard_repeat_interleave_tensor(const std::vector<c10::IValue>& s) {
   check_result_size(sum_of_repeats(reps), 1, reps, "repeats");
 }
 
+// The ints of an int list argument (a SymInt[] boxes as one when its values
+// are concrete); false for anything else, which the kernel judges.
+bool int_list(const c10::IValue& v, std::vector<int64_t>* out) {
+  if (!v.isList()) return false;
+  out->clear();
+  for (const c10::IValue& i : v.toListRef()) {
+    if (!i.isInt()) return false;
+    out->push_back(i.toInt());
+  }
+  return true;
+}
+
+// as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None), as_strided_ and
+// _reshape_alias(Tensor(a) self, SymInt[] size, SymInt[] stride): the view they return must stay inside
+// self's storage. Arguments the kernel refuses on its own (ranks that differ, a non-tensor) are left to it.
+void guard_view(const std::vector<c10::IValue>& s) {
+  if (s.size() < 3 || !s[0].isTensor()) return;
+  const at::Tensor& self = s[0].toTensor();
+  if (!self.defined() || !self.has_storage() || self.is_quantized() || self.layout() != c10::Layout::Strided) return;
+  std::vector<int64_t> sizes, strides;
+  if (!int_list(s[1], &sizes) || !int_list(s[2], &strides) || sizes.size() != strides.size()) return;
+  int64_t offset = self.storage_offset();
+  if (s.size() > 3 && s[3].isInt()) offset = s[3].toInt();
+  const c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  check_view_extent("the view", offset, sizes, strides, self.dtype().itemsize(), impl->unsafe_storage().nbytes());
+}
+
 }  // namespace
+
+void check_view_extent(const char* what, int64_t offset, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                       size_t itemsize, size_t storage_bytes) {
+  bool empty = false;
+  bool ok = offset >= 0 && sizes.size() == strides.size();
+  for (size_t d = 0; ok && d < sizes.size(); ++d) {
+    ok = sizes[d] >= 0;
+    empty = empty || sizes[d] == 0;
+  }
+  if (ok && empty) return;  // no element: nothing is read
+  int64_t last = offset;
+  for (size_t d = 0; ok && d < sizes.size(); ++d) {
+    int64_t step = 0;
+    ok = strides[d] >= 0 && !__builtin_mul_overflow(sizes[d] - 1, strides[d], &step) &&
+         !__builtin_add_overflow(last, step, &last);
+  }
+  int64_t bytes = 0;
+  ok = ok && !__builtin_add_overflow(last, int64_t(1), &last) &&
+       !__builtin_mul_overflow(last, static_cast<int64_t>(itemsize), &bytes) &&
+       static_cast<uint64_t>(bytes) <= storage_bytes;
+  if (ok) return;
+  std::string shape;
+  for (size_t d = 0; d < sizes.size() || d < strides.size(); ++d)
+    shape += (d ? ", " : "") + (d < sizes.size() ? std::to_string(sizes[d]) : std::string("?")) + ":" +
+             (d < strides.size() ? std::to_string(strides[d]) : std::string("?"));
+  throw Error(std::string(what) + " (offset " + std::to_string(offset) + ", size:stride " + shape +
+              ") reaches outside its storage of " + std::to_string(storage_bytes) +
+              " bytes; the runtime refuses views that read or write other memory");
+}
 
 ArgumentGuard argument_guard(const AtenOp& op) {
   const c10::OperatorName& name = op.handle.schema().operator_name();
+  if ((name.name == "aten::as_strided" || name.name == "aten::as_strided_" || name.name == "aten::_reshape_alias") &&
+      name.overload_name.empty())
+    return guard_view;
   if (name.name != "aten::repeat_interleave") return nullptr;
   if (name.overload_name == "self_int") return guard_repeat_interleave_self_int;
   if (name.overload_name == "self_Tensor") return guard_repeat_interleave_self_tensor;

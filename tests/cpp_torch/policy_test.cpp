@@ -158,11 +158,16 @@ TEST(Policy, EnumerationsMustBeValuesOfTheirEnumeration) {
   Graph b;
   b.output(N(b.call_function(aten_op("aten::scalar_tensor"), {Argument::real(1.0)}, {{"dtype", I(200)}})));
   EXPECT_NE(load_error(save_to_buffer(b, {})).find("is 200, which is not a ScalarType"), std::string::npos);
-  // A layout where a dtype belongs is checked against the dtype's range and vice versa.
+  // A constant of another enumeration is refused (float64 is 7, which 2.x also numbers Layout::Jagged).
   Graph c;
   c.output(N(c.call_function(aten_op("aten::zeros"), {L({I(2)})},
                              {{"layout", Argument::foreign(torch_constant(TorchConstant::Kind::Dtype, "float64"))}})));
   EXPECT_NE(load_error(save_to_buffer(c, {})).find("is the float64 constant, which is not a Layout"), std::string::npos);
+  Graph c2;  // strided is 0, also uint8's number
+  c2.output(N(c2.call_function(aten_op("aten::scalar_tensor"), {Argument::real(1.0)},
+                               {{"dtype", Argument::foreign(torch_constant(TorchConstant::Kind::Layout, "strided"))}})));
+  EXPECT_NE(load_error(save_to_buffer(c2, {}), trusted).find("is the strided constant, which is not a ScalarType"),
+            std::string::npos);
   // A dtype the graph computes: only from getattr(tensor, 'dtype') unless trusted.
   Graph d;
   Node* y = d.placeholder("y");

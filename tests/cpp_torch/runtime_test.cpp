@@ -262,7 +262,10 @@ TEST(Runtime, RefusesGraphsItCannotRun) {
 Module one_primitive(const char* name, int inputs) {
   auto g = std::make_unique<Graph>();
   std::vector<Argument> args;
-  for (int i = 0; i < inputs; ++i) args.push_back(N(g->placeholder("x" + std::to_string(i))));
+  for (int i = 0; i < inputs; ++i) {
+    std::string x = "x";  // not "x" + std::to_string(i): GCC 12's -Wrestrict false positive (its bug 105651)
+    args.push_back(N(g->placeholder(x += std::to_string(i))));
+  }
   g->output(N(g->call_function(primitive(name), std::move(args))));
   return Module(std::move(g), {});
 }
@@ -495,7 +498,10 @@ TEST(Runtime, StorageCheckCatchesResultsThatAliasTheirArguments) {
 TEST(Runtime, ViewsOutsideTheirStorageAreRefused) {
   // Note [Views stay inside their storage]: as_strided with an offset whose
   // byte size overflows passes PyTorch's check; _reshape_alias checks nothing.
-  auto build = [](bool reshape) {
+  // The argument guard refuses before the kernel runs, on every LibTorch;
+  // the check of results stays behind it.
+  enum Kind { kAsStrided, kReshapeAlias, kNegativeSizes, kInside };
+  auto build = [](Kind kind) {
     auto g = std::make_unique<Graph>();
     Node* x = g->placeholder("x");
     Node* a = g->call_function(aten_op("aten::mul.Tensor"), {N(x), Argument::integer(1)});
@@ -504,23 +510,30 @@ TEST(Runtime, ViewsOutsideTheirStorageAreRefused) {
       for (int64_t i : v) items.push_back(Argument::integer(i));
       return Argument::list(std::move(items));
     };
-    Node* v = reshape ? g->call_function(aten_op("aten::_reshape_alias"), {N(a), list({6}), list({7})})
-                      : g->call_function(aten_op("aten::as_strided"),
-                                         {N(a), list({4}), list({1}), Argument::integer(int64_t(1) << 62)});
+    Node* v = kind == kReshapeAlias ? g->call_function(aten_op("aten::_reshape_alias"), {N(a), list({6}), list({7})})
+              : kind == kNegativeSizes
+                  ? g->call_function(aten_op("aten::_reshape_alias"), {N(a), list({-2, -3}), list({1, 1})})
+                  : g->call_function(aten_op("aten::as_strided"),
+                                     {N(a), list({4}), list({1}),
+                                      Argument::integer(kind == kInside ? 2 : int64_t(1) << 62)});
     g->output(N(g->call_function(aten_op("aten::add.Tensor"), {N(v), Argument::integer(1)})));
     return g;
   };
-  for (bool reshape : {false, true}) {
-    Module m(build(reshape), {});
+  for (Kind kind : {kAsStrided, kReshapeAlias, kNegativeSizes}) {
+    Module m(build(kind), {});
     for (int i = 0; i < 2; ++i) {
       try {
         m.forward({at::randn({6})});
         ADD_FAILURE() << "a view outside its storage was read";
       } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("the view (offset"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("reaches outside its storage"), std::string::npos) << e.what();
       }
     }
   }
+  Module inside(build(kInside), {});
+  at::Tensor x = at::randn({6});
+  EXPECT_TRUE(at::equal(inside.forward({x}).toTensor(), x.slice(0, 2, 6) + 1));
 }
 
 TEST(Runtime, ArgumentGuardsStopKernelsThatWouldCrash) {
@@ -592,6 +605,77 @@ TEST(Runtime, PlannedPathKeysOnTheTypesOfAllInputs) {
     EXPECT_EQ(got.scalar_type(), want.scalar_type()) << n;
     EXPECT_TRUE(at::allclose(got, want)) << n;
   }
+}
+
+TEST(Runtime, OutVariantsAreChosenAlike) {
+  // The planner's choice of out= overloads (attach_out_variant in plan.cpp)
+  // for ops that lowered models call: the same on LibTorch 1.13 and 2.x.
+  auto ints = [](std::vector<int64_t> v) {
+    std::vector<Argument> items;
+    for (int64_t i : v) items.push_back(Argument::integer(i));
+    return Argument::list(std::move(items));
+  };
+  struct Case {
+    const char* op;
+    std::function<std::vector<Argument>(Node*)> args;
+  };
+  auto unary = [](Node* x) { return std::vector<Argument>{N(x)}; };
+  auto binary = [](Node* x) { return std::vector<Argument>{N(x), N(x)}; };
+  const std::vector<Case> cases = {
+      {"aten::relu", unary},
+      {"aten::sigmoid", unary},
+      {"aten::tanh", unary},
+      {"aten::gelu", unary},
+      {"aten::exp", unary},
+      {"aten::neg", unary},
+      {"aten::abs", unary},
+      {"aten::silu", unary},
+      {"aten::hardtanh", unary},
+      {"aten::hardswish", unary},
+      {"aten::hardsigmoid", unary},
+      {"aten::leaky_relu", unary},
+      {"aten::_softmax", [](Node* x) { return std::vector<Argument>{N(x), Argument::integer(1), Argument::boolean(false)}; }},
+      {"aten::_log_softmax", [](Node* x) { return std::vector<Argument>{N(x), Argument::integer(1), Argument::boolean(false)}; }},
+      {"aten::add.Tensor", binary},
+      {"aten::sub.Tensor", binary},
+      {"aten::mul.Tensor", binary},
+      {"aten::div.Tensor", binary},
+      {"aten::mul.Scalar", [](Node* x) { return std::vector<Argument>{N(x), Argument::real(2.0)}; }},
+      {"aten::pow.Tensor_Scalar", [](Node* x) { return std::vector<Argument>{N(x), Argument::integer(2)}; }},
+      {"aten::clamp", [](Node* x) { return std::vector<Argument>{N(x), Argument::real(-0.5), Argument::real(0.5)}; }},
+      {"aten::mean.dim", [&](Node* x) { return std::vector<Argument>{N(x), ints({2, 3}), Argument::boolean(true)}; }},
+      {"aten::sum.dim_IntList", [&](Node* x) { return std::vector<Argument>{N(x), ints({1})}; }},
+      {"aten::amax", [&](Node* x) { return std::vector<Argument>{N(x), ints({1})}; }},
+      {"aten::avg_pool2d", [&](Node* x) { return std::vector<Argument>{N(x), ints({2, 2})}; }},
+      {"aten::cat", [](Node* x) { return std::vector<Argument>{Argument::list({N(x), N(x)}), Argument::integer(1)}; }},
+      {"aten::addmm", [](Node* x) { return std::vector<Argument>{N(x), N(x), N(x)}; }},
+      {"aten::mm", binary},
+      {"aten::bmm", binary},
+      {"aten::where.self", [](Node* x) { return std::vector<Argument>{N(x), N(x), N(x)}; }},
+      {"aten::upsample_nearest2d", [&](Node* x) { return std::vector<Argument>{N(x), ints({16, 16})}; }},
+      {"aten::constant_pad_nd", [&](Node* x) { return std::vector<Argument>{N(x), ints({1, 1})}; }},
+      {"aten::conv2d", [](Node* x) { return std::vector<Argument>{N(x), N(x)}; }},
+      {"aten::linear", binary},
+      {"aten::matmul", binary},
+      {"aten::clone", unary},
+  };
+  std::string planned;
+  for (const Case& c : cases) {
+    auto g = std::make_unique<Graph>();
+    Node* x = g->placeholder("x");
+    Node* r = g->call_function(aten_op(c.op), c.args(x));
+    g->output(N(g->call_function(aten_op("aten::add.Tensor"), {N(r), Argument::integer(1)})));
+    Module m(std::move(g), {});
+    if (m.plan_stats().managed) planned += std::string(planned.empty() ? "" : " ") + c.op;
+  }
+  // Not planned, for attach_out_variant's reasons: no CPU kernel of their
+  // own (conv2d, linear, matmul, ...), no out= overload named after theirs
+  // (sum.dim_IntList's is sum.IntList_out), or one without a Meta kernel.
+  EXPECT_EQ(planned,
+            "aten::relu aten::sigmoid aten::tanh aten::gelu aten::exp aten::neg aten::silu aten::hardsigmoid "
+            "aten::leaky_relu aten::_softmax aten::_log_softmax aten::add.Tensor aten::sub.Tensor aten::mul.Tensor "
+            "aten::div.Tensor aten::pow.Tensor_Scalar aten::clamp aten::mean.dim aten::amax aten::avg_pool2d "
+            "aten::cat aten::addmm aten::mm aten::bmm aten::upsample_nearest2d");
 }
 
 TEST(Runtime, ConcurrentForwardsOnOneModule) {

@@ -54,6 +54,7 @@
 #pragma once
 
 #include <ATen/core/function_schema.h>
+#include <c10/util/ArrayRef.h>
 
 #include <string>
 #include <vector>
@@ -98,6 +99,12 @@ std::vector<std::string> allowed_operators();
 // crash). A guard throws Error saying which argument is out of range; the
 // runtime adds the node. Results are bounded like loaded tensors: at most
 // kMaxResultBytes bytes, the bound the loader puts on a file's tensors.
+// The views that take their offset, sizes and strides as arguments
+// (as_strided, as_strided_, _reshape_alias) are guarded too: the view must
+// stay inside its storage (Note [Views stay inside their storage] in
+// src/torch/plan.cpp), which is then fxcpp's refusal on every LibTorch
+// (1.13's as_strided lets an overflowing offset through, 2.x refuses it with
+// its own message, _reshape_alias checks nothing).
 
 /// The largest tensor, in bytes, a guarded operator may produce (2^48, as the
 /// loader bounds a file's tensors).
@@ -110,5 +117,12 @@ using ArgumentGuard = void (*)(const std::vector<c10::IValue>& stack);
 /// The guard of `op`, or null when its kernel needs none. O(1) after the
 /// first call per overload.
 ArgumentGuard argument_guard(const AtenOp& op);
+
+/// Throws Error unless a strided view of `itemsize`-byte elements at
+/// `offset` with `sizes` and `strides` reaches only the `storage_bytes`
+/// bytes of its storage (Note [Views stay inside their storage] in
+/// src/torch/plan.cpp). `what` starts the message ("the result"). O(dim).
+void check_view_extent(const char* what, int64_t offset, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                       size_t itemsize, size_t storage_bytes);
 
 }  // namespace fxcpp::torch
