@@ -476,9 +476,9 @@ class Compiler {
   //   with a C++ Meta kernel (Note [C++ Meta kernels]): a structured
   //   kernel, which sizes its output before writing (not every out= kernel
   //   resizes `out`; rrelu_with_noise.out would write past the planned
-  //   buffer). A short list of out= kernels that
-  //   compute something else than their functional form is never used
-  //   (attach_out_variant); tests/python/test_planner_fuzz.py looks for more.
+  //   buffer). A short list of out= kernels that compute something else
+  //   than their functional form is never used (attach_out_variant);
+  //   tests/python/test_planner_fuzz.py looks for more.
   // * Lifetimes. A candidate's value lives from its instruction to the last
   //   reader of any member of its alias set (a view keeps its base alive).
   //   Values whose lifetimes do not overlap share one storage, assigned by a

@@ -8,6 +8,7 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/repeat_interleave.h>
@@ -28,9 +29,40 @@
 // An operator with a CPU kernel of its own and no alias annotation that
 // returns its argument when `same` is true: the planner assumes its result
 // is fresh; the runtime's storage check must catch it (Note [Memory planning]).
-TORCH_LIBRARY_FRAGMENT(fxcpp_runtime_test, m) { m.def("maybe_same(Tensor x, int same) -> Tensor"); }
+TORCH_LIBRARY_FRAGMENT(fxcpp_runtime_test, m) {
+  m.def("maybe_same(Tensor x, int same) -> Tensor");
+  // Two ops with out= overloads, whose Meta kernels are a typed C++ one and
+  // a boxed one as `import torch` registers from Python (Note [C++ Meta
+  // kernels]).
+  m.def("twice(Tensor x) -> Tensor");
+  m.def("twice.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("twice_boxed_meta(Tensor x) -> Tensor");
+  m.def("twice_boxed_meta.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)");
+}
+namespace {
+at::Tensor twice(const at::Tensor& x) { return x * 2; }
+at::Tensor& twice_out(const at::Tensor& x, at::Tensor& out) { return at::mul_out(out, x, at::scalar_tensor(2)); }
+at::Tensor& twice_out_meta(const at::Tensor& x, at::Tensor& out) {
+  out.resize_(x.sizes());
+  return out;
+}
+void boxed_meta(const c10::OperatorHandle&, c10::Stack* stack) {  // like a Python kernel: boxed only
+  at::Tensor out = (*stack)[1].toTensor();
+  out.resize_((*stack)[0].toTensor().sizes());
+  stack->clear();
+  stack->emplace_back(out);
+}
+}  // namespace
 TORCH_LIBRARY_IMPL(fxcpp_runtime_test, CPU, m) {
   m.impl("maybe_same", [](const at::Tensor& x, int64_t same) { return same ? x : x.clone(); });
+  m.impl("twice", TORCH_FN(twice));
+  m.impl("twice.out", TORCH_FN(twice_out));
+  m.impl("twice_boxed_meta", TORCH_FN(twice));
+  m.impl("twice_boxed_meta.out", TORCH_FN(twice_out));
+}
+TORCH_LIBRARY_IMPL(fxcpp_runtime_test, Meta, m) {
+  m.impl("twice.out", TORCH_FN(twice_out_meta));
+  m.impl("twice_boxed_meta.out", torch::CppFunction::makeFromBoxedFunction<&boxed_meta>());
 }
 
 namespace fxcpp::torch {
@@ -671,11 +703,22 @@ TEST(Runtime, OutVariantsAreChosenAlike) {
   // Not planned, for attach_out_variant's reasons: no CPU kernel of their
   // own (conv2d, linear, matmul, ...), no out= overload named after theirs
   // (sum.dim_IntList's is sum.IntList_out), or one without a Meta kernel.
+  // Only a C++ Meta kernel marks an out= kernel as structured.
+  for (const char* op : {"fxcpp_runtime_test::twice", "fxcpp_runtime_test::twice_boxed_meta"}) {
+    auto g = std::make_unique<Graph>();
+    Node* x = g->placeholder("x");
+    Node* r = g->call_function(aten_op(op), {N(x)});
+    g->output(N(g->call_function(aten_op("aten::add.Tensor"), {N(r), Argument::integer(1)})));
+    Module m(std::move(g), {});
+    if (m.plan_stats().managed) planned += std::string(planned.empty() ? "" : " ") + op;
+    at::Tensor in = at::randn({3, 4});
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(at::allclose(m.forward({in}).toTensor(), in * 2 + 1)) << op;
+  }
   EXPECT_EQ(planned,
             "aten::relu aten::sigmoid aten::tanh aten::gelu aten::exp aten::neg aten::silu aten::hardsigmoid "
             "aten::leaky_relu aten::_softmax aten::_log_softmax aten::add.Tensor aten::sub.Tensor aten::mul.Tensor "
             "aten::div.Tensor aten::pow.Tensor_Scalar aten::clamp aten::mean.dim aten::amax aten::avg_pool2d "
-            "aten::cat aten::addmm aten::mm aten::bmm aten::upsample_nearest2d");
+            "aten::cat aten::addmm aten::mm aten::bmm aten::upsample_nearest2d fxcpp_runtime_test::twice");
 }
 
 TEST(Runtime, ConcurrentForwardsOnOneModule) {
