@@ -748,8 +748,7 @@ def test_proxy_constructor(node, tracer):
 # ---------------------------------------------------------------------------
 # Deep, self-containing and reference-cycle arguments (deterministic).
 
-@pytest.mark.parametrize('depth', [10, 500, 2000, 100000])
-@FUZZ_2X
+@pytest.mark.parametrize('depth', [pytest.param(10, marks=FUZZ_2X), 500, 2000, 100000])
 def test_deep_nesting(depth):
     def call(c):
         v = c.nodes[0]
