@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import fxcpp
+from torch2 import FX2_GRAPH_API, FX_NODE_NOT_A_BASE, xfail2
 from fxcpp.passes.shape_prop import ShapeProp
 from torch.fx.passes.shape_prop import ShapeProp as TorchShapeProp
 
@@ -85,11 +86,16 @@ def resnet():
 # graph_drawer
 # ---------------------------------------------------------------------------------------------
 
+_PROPAGATE_META = xfail2('fuser_utils calls Node.replace_all_uses_with(propagate_meta=...), a 2.x parameter '
+                         "fxcpp's Node (torch.fx 1.13's API) lacks")
+_PARTITIONS = xfail2('propose_partitions numbers and orders partitions differently')
+
 DRAWER_OPTIONS = [{}, {'ignore_getattr': True}, {'ignore_parameters_and_buffers': True},
                   {'skip_node_names_in_args': False}]
 
 
 @pytest.mark.parametrize('which', ['net', 'resnet18'])
+@xfail2('FxGraphDrawer writes node labels differently')
 def test_graph_drawer_dot_equals_torch_fx(which, resnet):
     pytest.importorskip('pydot')
     from fxcpp.passes.graph_drawer import FxGraphDrawer
@@ -107,6 +113,7 @@ def test_graph_drawer_dot_equals_torch_fx(which, resnet):
     assert 'dtype=torch.float32' in dot and 'shape=' in dot  # fxcpp's TensorMetadata is drawn
 
 
+@xfail2('FxGraphDrawer writes node labels differently')
 def test_graph_drawer_split_module_draws_fxcpp_submodules():
     pytest.importorskip('pydot')
     from fxcpp.passes.graph_drawer import FxGraphDrawer
@@ -152,6 +159,7 @@ def _shape_propped_net():
     return ours, theirs
 
 
+@xfail2('splits with other node names (counters) in the submodules')
 def test_operator_support_matches_torch_fx():
     from fxcpp.passes import operator_support as ours_os
     from torch.fx.passes import operator_support as torch_os
@@ -215,6 +223,7 @@ def _scramble(gm):
         first.prepend(n)
 
 
+@xfail2('legalize_graph orders nodes differently')
 def test_legalize_graph_matches_torch_fx():
     from fxcpp.passes.tools_common import legalize_graph
     from torch.fx.passes.tools_common import legalize_graph as torch_legalize_graph
@@ -352,6 +361,7 @@ class WithAttrOutput(Branchy):
 
 
 @pytest.mark.parametrize('model_cls', [Branchy, WithAttrOutput])
+@FX2_GRAPH_API
 def test_split_by_tags_matches_torch_fx(model_cls):
     from fxcpp.passes.split_utils import split_by_tags
     from torch.fx.passes.split_utils import split_by_tags as torch_split_by_tags
@@ -421,6 +431,8 @@ def test_legacy_pass_manager_matches_torch_fx():
     assert calls_ours == calls_theirs
 
 
+@xfail2("PassManager re-raises a failing pass's error as Exception (1.13 and fxcpp: as the pass's "
+        "exception type)")
 def test_infra_pass_manager_recompiles_fxcpp_modules():
     from fxcpp.passes.infra.pass_base import PassBase, PassResult
     from fxcpp.passes.infra.pass_manager import PassManager, this_before_that_pass_constraint
@@ -481,6 +493,7 @@ def _elementwise_support(mod):
     return mod.create_op_support(lambda mods, n: n.op == 'call_function' and n.target in ops)
 
 
+@_PROPAGATE_META
 def test_capability_partitioner_matches_torch_fx():
     from fxcpp.passes import operator_support as os_ours
     from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
@@ -513,6 +526,7 @@ def test_capability_partitioner_matches_torch_fx():
     assert [n.name for n in a.graph.nodes] == [n.name for n in b.graph.nodes]
 
 
+@_PROPAGATE_META
 def test_capability_partitioner_resnet18(resnet):
     from fxcpp.passes import operator_support as os_ours
     from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
@@ -537,6 +551,7 @@ def test_capability_partitioner_resnet18(resnet):
         _assert_same_outputs(fused(x), resnet(x))
 
 
+@FX_NODE_NOT_A_BASE
 def test_fuser_utils_matches_torch_fx():
     from fxcpp.passes.utils import fuser_utils as fu
     from fxcpp.passes.utils.common import compare_graphs, lift_subgraph_as_module
@@ -709,6 +724,7 @@ def _dags_and_support(draw):
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_dags_and_support())
+@_PARTITIONS
 def test_propose_partitions_random_dags_match_torch_fx(case):
     from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner as TorchPartitioner
@@ -754,6 +770,7 @@ def test_propose_partitions_mutually_dependent_groups_are_deterministic():
         assert _proposals(parts) == want
 
 
+@_PARTITIONS
 def test_propose_partitions_errors_and_fallbacks_match_torch_fx():
     from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner as TorchPartitioner
@@ -802,6 +819,7 @@ def test_propose_partitions_errors_and_fallbacks_match_torch_fx():
     assert _proposals(ours) == _proposals(theirs)
 
 
+@xfail2("CapabilityBasedPartitioner has no dependency_map attribute")
 def test_partitioner_dependency_map_and_torch_fx_modules():
     from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner as TorchPartitioner
@@ -874,7 +892,9 @@ class Spellings(torch.nn.Module):
         return h, torch.eq(h, h), self.bn(self.conv(x.unsqueeze(-1))), torch.floor_divide(x, 2)
 
 
-@pytest.mark.parametrize('which', ['spellings', 'resnet18'])
+@pytest.mark.parametrize('which', [pytest.param('spellings', marks=xfail2('NormalizeArgs normalizes some call '
+                                                                          'spellings differently')),
+                                   'resnet18'])
 def test_normalize_matches_torch_fx(which, resnet):
     from fxcpp.experimental.normalize import NormalizeArgs, NormalizeOperators
     from fxcpp.experimental.schema_type_annotation import AnnotateTypesWithSchema
@@ -935,6 +955,7 @@ class NodeRhs(torch.nn.Module):
         return torch.matmul(b, w), torch.matmul(x, w)  # the last one depends on the first
 
 
+@xfail2('generates other code for the merged graph')
 def test_merge_matmul_matches_torch_fx():
     from fxcpp.experimental.merge_matmul import merge_matmul
     from torch.fx.experimental.merge_matmul import merge_matmul as torch_merge_matmul

@@ -6,8 +6,6 @@ with torch.fx and meets such a difference is marked with one of the strict xfail
 so it starts failing (XPASS) once parity lands and the mark must go. A torch.fx 2.x that
 crashes or misbehaves on an input is kept away from that input on 2.x (see TORCH2 uses).
 """
-import re
-
 import pytest
 
 from fxcpp import _torch_compat
@@ -50,8 +48,14 @@ FX_NODE_NOT_A_BASE = pytest.mark.xfail(
     condition=_torch_compat.FX_NODE_HAS_C_BASE,
     reason="torch.fx 2.14's Node derives from a C type (torch._C._NodeBase) whose layout fxcpp's Node cannot "
            "share, so fxcpp's Node is no torch.fx.Node there and torch.fx code that checks "
-           "isinstance(x, torch.fx.Node) (the gradual type checker, split_module, ...) refuses fxcpp nodes "
+           "isinstance(x, torch.fx.Node) (the gradual type checker, the subgraph matcher, ...) refuses fxcpp nodes "
            "(interop design for 2.x, issue 23; _torch_compat.node_bases)", strict=True)
+
+#: torch.fx 2.x's GraphModule over an fxcpp graph.
+FX2_GRAPH_API = xfail2("calls 2.x Graph/CodeGen API on the graph it compiles (Graph.python_code(record_func=...), "
+                       "CodeGen._gen_python_code, PythonCode._lineno_map/_prologue_start) that fxcpp's Graph "
+                       "(torch.fx 1.13's API) lacks, so torch.fx code that wraps an fxcpp graph in a torch.fx "
+                       "GraphModule fails")
 
 #: Name rules.
 SNAKE_CASE = xfail2('snake-cases non-ASCII names differently ("ÉtéBar" -> "étébar", "aΣb" -> "aσb"; torch.fx 1.13 '
@@ -65,17 +69,3 @@ CODE_FREES_DEAD_VALUES = xfail2('frees dead values in generated code too ("y = f
 #: str(graph) and generated code both.
 GRAPH_AND_CODE = xfail2('prints graphs ("[num_users=N]") and frees dead values in generated code '
                         '("y = f(x);  y = None") unlike torch.fx 1.13 and fxcpp')
-
-_DELETIONS = re.compile(r';  (?:\w+ = )+None')
-
-
-def as_1_13_text(text):
-    """`text` (a printout or generated code) with the two torch.fx 2.14 differences above
-    evened out on 2.x: "[num_users=N]" written as 1.13's "[#users=N]", and the
-    `;  a = b = None` deletions dropped (from either library's code, so the rest still
-    compares). Only for the differential fuzzers, which would otherwise fail on every
-    printout and find nothing else on 2.x; the differences themselves are tracked by the
-    NUM_USERS and CODE_FREES_DEAD_VALUES xfails elsewhere."""
-    if not TORCH2 or not isinstance(text, str):
-        return text
-    return _DELETIONS.sub('', text.replace('[num_users=', '[#users='))
