@@ -837,11 +837,11 @@ class _Patcher(object):
 def _all_wrapped_fns_to_patch():
     # fxcpp's own registry plus everything registered through torch.fx.wrap by
     # other libraries (e.g. torchvision.ops.stochastic_depth).
-    return chain(_wrapped_fns_to_patch, _torch_fx_symbolic_trace._wrapped_fns_to_patch)
+    return chain(_wrapped_fns_to_patch, _torch_compat.fx_wrapped_fns())
 
 
 def _all_wrapped_methods_to_patch():
-    return chain(_wrapped_methods_to_patch, _torch_fx_symbolic_trace._wrapped_methods_to_patch)
+    return chain(_wrapped_methods_to_patch, _torch_compat.fx_wrapped_methods())
 
 
 def _patch_wrapped_functions(patcher: _Patcher):

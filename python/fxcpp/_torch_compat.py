@@ -48,3 +48,23 @@ def _fx_tracing_accessors():
 
 #: get_fx_tracing() -> bool and set_fx_tracing(bool): torch.fx's tracing flag (see above).
 get_fx_tracing, set_fx_tracing = _fx_tracing_accessors()
+
+
+def fx_wrapped_fns():
+    """(globals dict, function name) pairs registered through torch.fx.wrap: a list of such
+    pairs on 1.13, a dict {(id(globals), name): globals} on 2.x."""
+    import torch.fx._symbolic_trace as st
+    table = st._wrapped_fns_to_patch
+    if isinstance(table, dict):
+        return [(frame_dict, name) for (_, name), frame_dict in list(table.items())]
+    return list(table)
+
+
+def fx_wrapped_methods():
+    """(class, method name) pairs registered with torch.fx for call_method wrapping (a list
+    on every torch so far)."""
+    import torch.fx._symbolic_trace as st
+    table = st._wrapped_methods_to_patch
+    if isinstance(table, dict):
+        return list(table.keys())
+    return list(table)
