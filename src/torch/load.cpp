@@ -411,6 +411,15 @@ bool is_dtype_getattr(const Node* n) {
   return args.size() == 2 && args[1].kind() == ArgKind::String && args[1].as_string() == "dtype";
 }
 
+// The kind of tagged constant that spells values of the enumeration `kind`.
+TorchConstant::Kind constant_kind(c10::TypeKind kind) {
+  switch (kind) {
+    case c10::TypeKind::LayoutType: return TorchConstant::Kind::Layout;
+    case c10::TypeKind::MemoryFormatType: return TorchConstant::Kind::MemoryFormat;
+    default: return TorchConstant::Kind::Dtype;
+  }
+}
+
 void check_enum_value(const Argument& a, c10::TypeKind kind, int64_t size, const std::string& where, bool trusted) {
   switch (a.kind()) {
     case ArgKind::Int:
@@ -419,8 +428,11 @@ void check_enum_value(const Argument& a, c10::TypeKind kind, int64_t size, const
             " (files spell them as {\"dtype\": \"float32\"} and the like)");
       return;
     case ArgKind::Foreign:
+      // A constant of another enumeration is refused whatever its number (torch.float64 is 7,
+      // a valid Layout since torch 2.x added one).
       if (const TorchConstant* c = as_torch_constant(a.as_object()); c && c->value.isInt() &&
-                                                                   (c->value.toInt() < 0 || c->value.toInt() >= size))
+                                                                   (c->value.toInt() < 0 || c->value.toInt() >= size ||
+                                                                    constant_kind(kind) != c->kind))
         bad(where + " is the " + c->name + " constant, which is not a " + c10::typeKindToString(kind));
       return;
     case ArgKind::NodeRef:
