@@ -95,3 +95,23 @@ def fx_drawer_node_label(drawer, graph_module, node, skip_node_names_in_args):
     if 'parse_stack_trace' in inspect.signature(label).parameters:
         return label(drawer, graph_module, node, skip_node_names_in_args, False)
     return label(drawer, graph_module, node, skip_node_names_in_args)
+
+
+def untyped_storage(t):
+    """``t``'s untyped storage: ``Tensor.untyped_storage()`` on 2.x (``Tensor.storage()``
+    warns there that TypedStorage is deprecated); ``storage()._untyped()`` or
+    ``storage().untyped()`` on 1.13."""
+    if hasattr(t, 'untyped_storage'):
+        return t.untyped_storage()
+    s = t.storage()
+    return s._untyped() if hasattr(s, '_untyped') else s.untyped()
+
+
+def write_storage_record(writer, name, storage):
+    """Writes ``storage``'s bytes as record ``name`` of a ``torch._C.PyTorchFileWriter``: by
+    the storage on 2.x (passing its data pointer is deprecated there and warns), by data
+    pointer on 1.13 (which takes no storage)."""
+    if TORCH_VERSION >= (2, 0):
+        writer.write_record(name, storage, storage.nbytes())
+    else:
+        writer.write_record(name, storage.data_ptr(), storage.nbytes())

@@ -406,6 +406,13 @@ int64_t enum_size(const c10::TypePtr& t, c10::TypeKind* kind) {
   }
 }
 
+bool is_dtype_getattr(const Node* n) {
+  Primitive p;
+  if (n->op() != Op::CallFunction || !as_primitive(n->target().fn(), &p) || p != Primitive::GetAttr) return false;
+  auto args = n->args();
+  return args.size() == 2 && args[1].kind() == ArgKind::String && args[1].as_string() == "dtype";
+}
+
 // The kind of tagged constant that spells values of the enumeration `kind`.
 TorchConstant::Kind constant_kind(c10::TypeKind kind) {
   switch (kind) {
@@ -413,13 +420,6 @@ TorchConstant::Kind constant_kind(c10::TypeKind kind) {
     case c10::TypeKind::MemoryFormatType: return TorchConstant::Kind::MemoryFormat;
     default: return TorchConstant::Kind::Dtype;
   }
-}
-
-bool is_dtype_getattr(const Node* n) {
-  Primitive p;
-  if (n->op() != Op::CallFunction || !as_primitive(n->target().fn(), &p) || p != Primitive::GetAttr) return false;
-  auto args = n->args();
-  return args.size() == 2 && args[1].kind() == ArgKind::String && args[1].as_string() == "dtype";
 }
 
 void check_enum_value(const Argument& a, c10::TypeKind kind, int64_t size, const std::string& where, bool trusted) {

@@ -14,7 +14,7 @@ import fxcpp
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEMO = os.path.join(REPO, "examples", "demo.py")
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+PYTHON = sys.executable  # the interpreter (and torch) of this session: the package under test is built for it
 
 
 def _env():

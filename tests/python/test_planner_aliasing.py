@@ -178,5 +178,6 @@ def test_views_outside_their_storage_are_refused(tmp_path, name, view):
     g.output((g.call_function(A.add.Tensor, (v, 1)),))
     m = load_cpp(fxcpp.GraphModule(torch.nn.Module(), g), tmp_path)
     for _ in range(2):
-        with pytest.raises(RuntimeError, match='reaches outside its storage'):
+        # torch 2.x's as_strided checks the overflow itself, before fxcpp's check.
+        with pytest.raises(RuntimeError, match='reaches outside its storage|Storage size calculation overflowed'):
             m(torch.randn(6))

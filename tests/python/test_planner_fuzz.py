@@ -376,9 +376,10 @@ def _extra_table():
         (A.fill.Tensor, (r(3, 4), r()), {}),
         (A.floor_divide.Scalar, (r(3, 4), 0.3), {}),
         (A.fmod.Scalar, (r(3, 4), 0.3), {}),
-        (A.full.names, ([2, 3], 1.5), {'names': None}),
-        (A.ones.names, ([2, 3],), {'names': None, 'dtype': torch.int64}),
-        (A.zeros.names, ([2, 3],), {'names': None}),
+        # The .names factories are not torch.ops overloads on torch 2.x (None: left out).
+        (getattr(A.full, 'names', None), ([2, 3], 1.5), {'names': None}),
+        (getattr(A.ones, 'names', None), ([2, 3],), {'names': None, 'dtype': torch.int64}),
+        (getattr(A.zeros, 'names', None), ([2, 3],), {'names': None}),
         *rnn_calls(A.gru, rnn['gru'], r(1, 2, 4)),
         (A.gru_cell.default, (r(2, 3), r(2, 4), *rnn['gru']), {}),
         (A.gt.Scalar, (r(3, 4), 0.0), {}),
@@ -428,8 +429,24 @@ def _extra_table():
         (A.where.ScalarOther, (cond(3, 4), r(3, 4), 0.5), {}),
         (A.where.ScalarSelf, (cond(3, 4), 0.5, r(3, 4)), {}),
         (A.where.default, (cond(3, 4),), {}),
+        # Calls that torch 2.x's OpInfo samples no longer record (or overloads it added: None on 1.13).
+        (getattr(A.all, 'dims', None), (cond(3, 4), [0, 1]), {}),
+        (getattr(A.any, 'dims', None), (cond(3, 4), [1], True), {}),
+        (A.clamp.default, (r(3, 4), -0.5, 0.5), {}),
+        (A.col2im.default, (r(1, 4, 9), [4, 4], [2, 2], [1, 1], [0, 0], [1, 1]), {}),
+        (A.conv1d.default, (r(1, 2, 6), r(3, 2, 3), r(3), [2], [1]), {}),
+        (A.conv2d.default, (r(1, 2, 5, 5), r(3, 2, 3, 3), None, [1, 1], [1, 1]), {}),
+        (A.conv_transpose1d.default, (r(1, 2, 5), r(2, 3, 3), r(3), [2], [1], [1]), {}),
+        (A.conv_transpose2d.input, (r(1, 2, 3, 3), r(2, 3, 3, 3), r(3), [2, 2], [1, 1], [1, 1]), {}),
+        (A.conv_transpose3d.input, (r(1, 2, 3, 3, 3), r(2, 3, 2, 2, 2)), {}),
+        (A.ge.Scalar, (r(3, 4), 0.0), {}),
+        (A.pow.Scalar, (2.0, r(3, 4)), {}),
+        (A.prelu.default, (r(1, 3, 4), r(3)), {}),
+        (A.repeat_interleave.Tensor, (torch.tensor([1, 2, 0]),), {}),
+        (A.upsample_bilinear2d.vec, (r(1, 2, 3, 3), [5, 6], False, None), {}),
     ]
-    return [(func, args, kwargs, any(w in qualified(func) for w in _UNDETERMINED)) for func, args, kwargs in t]
+    return [(func, args, kwargs, any(w in qualified(func) for w in _UNDETERMINED)) for func, args, kwargs in t
+            if func is not None]
 
 
 _EXTRA = None
@@ -442,7 +459,17 @@ def extra_calls():
     return _EXTRA
 
 
-# Functional, tensor-returning allowed overloads no call exercises, with the reason.
+def _has_schema(q):
+    name, _, ov = q.partition('.')
+    try:
+        torch._C._get_schema(name, ov)
+    except RuntimeError:
+        return False
+    return True
+
+
+# Functional, tensor-returning allowed overloads no call exercises, with the reason (only
+# those this torch has: torch 2.x registers no named-tensor overloads).
 _NAMED = 'takes a Dimname (str) naming a dimension of a named tensor; the format stores no tensor names'
 COVERAGE_EXEMPT = {q: _NAMED for q in (
     'aten::all.dimname', 'aten::any.dimname', 'aten::cat.names', 'aten::cumsum.dimname',
@@ -452,7 +479,14 @@ COVERAGE_EXEMPT = {q: _NAMED for q in (
     'aten::norm.names_ScalarOpt_dim_dtype', 'aten::select.Dimname', 'aten::softmax.Dimname', 'aten::sort.dimname',
     'aten::sort.dimname_stable', 'aten::squeeze.dimname', 'aten::std.correction_names', 'aten::std.names_dim',
     'aten::sum.dim_DimnameList', 'aten::transpose.Dimname', 'aten::unbind.Dimname', 'aten::unflatten.Dimname',
-    'aten::var.correction_names', 'aten::var.names_dim')}
+    'aten::var.correction_names', 'aten::var.names_dim') if _has_schema(q)}
+
+# Overloads with a schema but no CPU kernel (torch 2.x's out_dtype matmuls are CUDA only);
+# only those this torch has.
+_NO_CPU = "has no CPU kernel (CUDA only), so no call can run here"
+for _q in ('aten::addmm.dtype', 'aten::baddbmm.dtype', 'aten::bmm.dtype', 'aten::mm.dtype'):
+    if _has_schema(_q) and not torch._C._dispatch_has_kernel_for_dispatch_key(_q, 'CPU'):
+        COVERAGE_EXEMPT[_q] = _NO_CPU
 
 # Covered overloads whose calls may end other than 'ok': {overload: {outcome: reason}}.
 NOT_OK = {

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Tuple
 
 import torch
 
-from .. import _C_torch
+from .. import _C_torch, _torch_compat
 from ..graph import Graph
 from ..graph_module import GraphModule
 from ..node import Node
@@ -179,7 +179,7 @@ def _producer(gm: GraphModule):
             data = t.detach()
             if data.device.type != 'cpu' or data.is_conj() or data.is_neg() or data.layout != torch.strided:
                 data = data.cpu().resolve_conj().resolve_neg().contiguous()
-            storage = data.storage()._untyped() if hasattr(data.storage(), '_untyped') else data.storage().untyped()
+            storage = _torch_compat.untyped_storage(data)
             key = (storage.data_ptr(), data.dtype)
             if key not in storage_index:
                 storage_index[key] = len(storages)
@@ -201,7 +201,7 @@ def _producer(gm: GraphModule):
         writer = torch._C.PyTorchFileWriter(sink)
         writer.write_record('graph.json', text, len(text))
         for record, storage in payloads:
-            writer.write_record(record, storage.data_ptr(), storage.nbytes())
+            _torch_compat.write_storage_record(writer, record, storage)
         writer.write_end_of_file()
 
     return produce

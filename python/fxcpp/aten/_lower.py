@@ -18,7 +18,7 @@ from ..graph import Graph
 from ..graph_module import GraphModule
 from ..node import Node, map_arg
 from ._trace import (LoweringContext, LoweringError, ScalarProxy, TensorProxy, _contains_proxy, _target_repr,
-                     patched)
+                     patched, patched_target)
 
 __all__ = ['lower', 'register_lowering', 'LoweringError', 'check_lowered', 'LoweringContext',
            'PRIMITIVES', 'SHAPE_ATTRS']
@@ -237,7 +237,13 @@ def lower(model, *example_inputs, lowerings: Optional[Dict[Any, Callable]] = Non
             try:
                 if node.op == 'placeholder':
                     name = node.target.lstrip('*')
-                    if inputs:
+                    if node.target.startswith('*') and not node.target.startswith('**'):
+                        # `*xs` (torch.fx 2.x traces varargs): the rest of the inputs, one
+                        # placeholder each, as a tuple.
+                        env[node] = tuple(ctx.input_value(graph.placeholder(f'{name}_{i}'), f'{name}_{i}', v)
+                                          for i, v in enumerate(inputs))
+                        inputs = []
+                    elif inputs:
                         v = inputs.pop(0)
                         env[node] = ctx.input_value(graph.placeholder(name), name, v)
                     elif node.args:
@@ -255,7 +261,7 @@ def lower(model, *example_inputs, lowerings: Optional[Dict[Any, Callable]] = Non
                     if fn is not None:
                         env[node] = fn(ctx, *args, **kwargs)
                     else:
-                        env[node] = node.target(*args, **kwargs)
+                        env[node] = patched_target(node.target)(*args, **kwargs)
                 elif node.op == 'call_method':
                     args, kwargs = load(node.args), load(node.kwargs)
                     self_obj, *rest = args

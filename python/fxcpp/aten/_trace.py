@@ -43,6 +43,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from .. import _C_torch
 from . import _schema
 from ._schema import NoMatch, ScalarAsTensor
 
@@ -75,7 +76,10 @@ def _target_repr(t) -> str:
 # ---------------------------------------------------------------------------
 # proxies
 
-class _Proxy:
+class _Proxy(_C_torch.ProxyBase):
+    # The base is a THPVariable layout with an undefined tensor: LibTorch's C code takes a
+    # TensorProxy for a tensor (its __class__) and reads it as one (Note [Proxies that say
+    # they are tensors] in src/bindings/torch/runtime_bindings.cpp).
     __slots__ = ('ctx', 'node', 'value')
     _fx_kind = True
 
@@ -886,6 +890,18 @@ def _factory(name, orig):
         return orig(*args, **kwargs)
     f._fxcpp_orig = orig
     return f
+
+
+def patched_target(target):
+    """What ``patched()`` put in place of ``target`` when it is one of the torch factories it
+    wraps (a traced graph calls the original: torch.fx 2.x traces ``torch.full(size, s)``
+    with a proxy ``s``), else ``target``."""
+    name = getattr(target, '__name__', None)
+    if isinstance(name, str) and name in _FACTORIES + ('tensor', 'as_tensor'):
+        current = getattr(torch, name, None)
+        if getattr(current, '_fxcpp_orig', None) is target:
+            return current
+    return target
 
 
 @contextlib.contextmanager

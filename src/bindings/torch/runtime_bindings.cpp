@@ -442,6 +442,39 @@ PyMethodDef module_methods[] = {
                           "the graph to out_path (None: returned as the dict's 'data' bytes)."),
     kEndOfMethods};
 
+// Note [Proxies that say they are tensors]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// fxcpp.aten's TensorProxy answers torch.Tensor to __class__, so LibTorch's C
+// code takes it for a THPVariable (THPVariable_Check is an isinstance) and
+// reads its `cdata`: PyTorch's argument parser does so for a proxy passed
+// where an overload takes a Scalar (torch.where(c, proxy, 0.0) tries
+// where.ScalarSelf), before it hands the call to __torch_function__. The
+// proxies' base class is this type: the layout of a THPVariable whose tensor
+// is undefined (no data, no grad), so that read finds a real tensor whatever
+// the torch (cdata is a MaybeOwned<Tensor> on 1.13, a Tensor on 2.x).
+[[maybe_unused]] void init_cdata(at::Tensor* p) { new (p) at::Tensor(); }
+[[maybe_unused]] void init_cdata(c10::MaybeOwned<at::Tensor>* p) {
+  new (p) c10::MaybeOwned<at::Tensor>(c10::MaybeOwned<at::Tensor>::owned(at::Tensor()));
+}
+
+PyObject* proxy_base_new(PyTypeObject* type, PyObject*, PyObject*) {
+  PyObject* self = type->tp_alloc(type, 0);
+  if (!self) return nullptr;
+  auto* v = reinterpret_cast<THPVariable*>(self);
+  init_cdata(&v->cdata);
+  v->backward_hooks = nullptr;
+  return self;
+}
+
+void proxy_base_dealloc(PyObject* self) {
+  auto* v = reinterpret_cast<THPVariable*>(self);
+  using Cdata = decltype(v->cdata);
+  v->cdata.~Cdata();
+  PyTypeObject* type = Py_TYPE(self);
+  type->tp_free(self);
+  Py_DECREF(type);
+}
+
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fxcpp._C_torch", "fxcpp's LibTorch runtime bindings.", -1,
                           nullptr, nullptr, nullptr, nullptr, nullptr};
 
@@ -462,6 +495,20 @@ PyMODINIT_FUNC PyInit__C_torch() {
   if (!RuntimeType) return nullptr;
   if (PyModule_AddObject(m.get(), "Runtime", reinterpret_cast<PyObject*>(RuntimeType)) < 0) return nullptr;
   Py_INCREF(RuntimeType);
+  static PyType_Slot proxy_slots[] = {
+      {Py_tp_new, reinterpret_cast<void*>(proxy_base_new)},
+      {Py_tp_dealloc, reinterpret_cast<void*>(proxy_base_dealloc)},
+      {Py_tp_doc, const_cast<char*>("fxcpp.aten's proxies' base: a THPVariable layout holding an undefined tensor "
+                                    "(Note [Proxies that say they are tensors]).")},
+      {0, nullptr}};
+  static PyType_Spec proxy_spec = {"fxcpp._C_torch.ProxyBase", sizeof(THPVariable), 0,
+                                   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, proxy_slots};
+  PyObject* proxy_type = PyType_FromSpec(&proxy_spec);
+  if (!proxy_type) return nullptr;
+  if (PyModule_AddObject(m.get(), "ProxyBase", proxy_type) < 0) {
+    Py_DECREF(proxy_type);
+    return nullptr;
+  }
   if (add_functions(m.get(), module_methods) < 0) return nullptr;
   return m.release();
 }
