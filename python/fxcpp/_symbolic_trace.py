@@ -509,7 +509,7 @@ class Tracer(TracerBase):
             root_fn = _patch_function(root_fn, len(args))
 
         flat_args, in_spec = pytree.tree_flatten(tuple(args))
-        if any(not isinstance(i, pytree.LeafSpec) for i in in_spec.children_specs):
+        if any(not isinstance(i, pytree.LeafSpec) for i in _torch_compat.tree_spec_children(in_spec)):
             # Structured (pytree) concrete_args: trace a wrapper that takes the flattened
             # inputs and rebuilds the original arguments.
             self.graph._codegen = _PyTreeCodeGen(

@@ -95,3 +95,23 @@ def fx_drawer_node_label(drawer, graph_module, node, skip_node_names_in_args):
     if 'parse_stack_trace' in inspect.signature(label).parameters:
         return label(drawer, graph_module, node, skip_node_names_in_args, False)
     return label(drawer, graph_module, node, skip_node_names_in_args)
+
+
+def _register_pytree_node_fn():
+    """torch.utils._pytree's node registration: register_pytree_node on 2.x (whose
+    _register_pytree_node is deprecated and warns), _register_pytree_node on 1.13."""
+    import torch.utils._pytree as pytree
+    return getattr(pytree, 'register_pytree_node', None) or pytree._register_pytree_node
+
+
+#: register_pytree_node(cls, flatten_fn, unflatten_fn) of the installed torch.
+register_pytree_node = _register_pytree_node_fn()
+
+
+def tree_spec_children(spec):
+    """The child specs of a pytree TreeSpec: spec.children() on 2.x (children_specs is
+    deprecated there and warns), the children_specs list on 1.13."""
+    children = getattr(type(spec), 'children', None)
+    if callable(children):
+        return list(spec.children())
+    return spec.children_specs

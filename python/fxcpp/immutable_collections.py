@@ -6,9 +6,10 @@ pickle/copy to themselves and are registered as pytree nodes.
 """
 from typing import Any, Dict, List, Tuple
 
-from torch.utils._pytree import Context, _register_pytree_node
+from torch.utils._pytree import Context
 
 from ._compatibility import compatibility
+from ._torch_compat import register_pytree_node as _register_pytree_node
 
 __all__ = ["immutable_list", "immutable_dict"]
 
