@@ -135,3 +135,19 @@ def tree_spec_children(spec):
     if callable(children):
         return list(spec.children())
     return spec.children_specs
+
+
+def _shape_prop_memory_formats():
+    """The order in which torch.fx's ShapeProp probes memory formats (the first one a tensor
+    is contiguous in is recorded): 1.13 iterates a set literal (hash order, fixed within a
+    process), 2.x a tuple (contiguous, channels_last, channels_last_3d)."""
+    import torch
+    import torch.fx.passes.shape_prop as sp
+    formats = (torch.contiguous_format, torch.channels_last, torch.channels_last_3d)
+    if hasattr(sp, 'is_contiguous_for_memory_format_or_false'):  # 2.x's tuple
+        return formats
+    return tuple(set(formats))
+
+
+#: Memory formats in torch.fx ShapeProp's probing order.
+SHAPE_PROP_MEMORY_FORMATS = _shape_prop_memory_formats()

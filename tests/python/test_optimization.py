@@ -183,7 +183,9 @@ def test_fused_conv_frozen_params_and_mixed_dtypes():
     for b in (bn, copy.deepcopy(bn).double()):  # a double bn promotes the fused weights
         ours, theirs = optimization._fuse_conv_bn_eval(conv, b), fuse_conv_bn_eval(conv, b)
         _same_module(ours, theirs, orig=conv)
-        assert ours.weight.requires_grad  # torch's fused Parameters always require grad
+        # torch's fused Parameters: always trainable on 1.13, as trainable as the conv's on 2.x
+        assert ours.weight.requires_grad == theirs.weight.requires_grad
+        assert ours.bias.requires_grad == theirs.bias.requires_grad
 
 
 def test_fused_conv_plain_extra_state_is_copied_like_deepcopy():

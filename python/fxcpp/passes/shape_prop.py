@@ -10,6 +10,7 @@ from typing import Any, Dict
 
 import torch
 
+from .. import _torch_compat
 from .._compatibility import compatibility
 from ..interpreter import Interpreter
 from ..node import Node, map_aggregate
@@ -23,9 +24,9 @@ __all__ = ['TensorMetadata', 'ShapeProp']
 from torch.fx.passes.shape_prop import TensorMetadata  # noqa: E402
 
 
-# torch.fx probes the formats of a set literal in its iteration order; the
-# first one the tensor is contiguous in wins. Probe in that same order.
-_MEMORY_FORMATS = tuple({torch.contiguous_format, torch.channels_last, torch.channels_last_3d})
+# torch.fx probes the memory formats in an order of its own (a set literal's on 1.13, a
+# tuple's on 2.x); the first one the tensor is contiguous in wins. Probe in that same order.
+_MEMORY_FORMATS = _torch_compat.SHAPE_PROP_MEMORY_FORMATS
 _PER_TENSOR = (torch.per_tensor_affine, torch.per_tensor_symmetric)
 _PER_CHANNEL = (torch.per_channel_affine, torch.per_channel_affine_float_qparams, torch.per_channel_symmetric)
 
