@@ -93,6 +93,9 @@ except ImportError:  # before fxcpp had its own: torch.fx's loop through interop
 
 ROWS = []
 REF_LIMIT_S = 60.0  # skip a torch.fx run predicted to take longer
+# --quick: torch.fx's proposal on the 1e4 chain (predicted ~30 s, measured about a minute on torch
+# 2.14.1 and more on a loaded machine) is skipped
+QUICK_PARTITION_LIMIT_S = 20.0
 
 
 _NOTED = set()
@@ -284,10 +287,10 @@ def _named_partitions(gm, groups):
     return [Partition(id=pid, nodes=[by_name[n] for n in names]) for pid, names in groups]
 
 
-def bench_partition(sizes, repeat, quick):
+def bench_partition(sizes, repeat, quick, limit_s=REF_LIMIT_S):
     """propose_partitions and fuse_partitions of CapabilityBasedPartitioner, fxcpp vs torch.fx. A
     torch.fx stage is skipped when predicted (quadratically from the previous size) to take over
-    REF_LIMIT_S; at 1e4 and above it runs once (quick) or twice."""
+    limit_s (REF_LIMIT_S; --quick: QUICK_PARTITION_LIMIT_S); at 1e4 and above it runs once (quick) or twice."""
     for kind, build in (('chain', chain_gm), ('wide', wide_gm)):
         prev = {}  # stage -> (size, torch.fx seconds)
         for n in sizes:
@@ -314,16 +317,27 @@ def bench_partition(sizes, repeat, quick):
             ref = {}
             for stage in ('propose', 'fuse'):
                 p = prev.get(stage)
-                if p and p[1] * (n / p[0]) ** 2 > REF_LIMIT_S:
+                if p and p[1] * (n / p[0]) ** 2 > limit_s:
                     ref[stage] = float('nan')
                     continue
                 if stage == 'propose':
-                    theirs = _torch_partitioner(fx.to_torch_fx(gm), support()).propose_partitions()
+                    # the run that checks torch.fx's proposal is timed too (it is one of the reps:
+                    # at 1e4 on the chain one run takes about a minute)
+                    m = fx.to_torch_fx(build(n))
+                    gc.collect()
+                    gc.disable()
+                    try:
+                        t0 = time.perf_counter()
+                        theirs = _torch_partitioner(m, support()).propose_partitions()
+                        first = time.perf_counter() - t0
+                    finally:
+                        gc.enable()
                     assert _same_partitions([(q.id, sorted(x.name for x in q.nodes)) for q in theirs], groups), \
                         'proposals differ'
-                    del theirs
-                    ref[stage] = best_of(lambda: fx.to_torch_fx(build(n)),
-                                         lambda m: _torch_partitioner(m, support()).propose_partitions(), reps)
+                    del theirs, m
+                    ref[stage] = first if reps <= 1 else min(first, best_of(
+                        lambda: fx.to_torch_fx(build(n)),
+                        lambda m: _torch_partitioner(m, support()).propose_partitions(), reps - 1))
                 else:
                     def fresh_torch():
                         m = fx.to_torch_fx(build(n))
@@ -376,7 +390,8 @@ def main():
                                        bench_split('split_module_wide', wide_gm, sizes, repeat))),
              ('const_fold', lambda: bench_const_fold(sizes, repeat)),
              ('fuse', lambda: bench_fuse(sizes, repeat, 6.0 if args.quick else REF_LIMIT_S)),
-             ('partition', lambda: bench_partition(sizes, repeat, args.quick))]
+             ('partition', lambda: bench_partition(sizes, repeat, args.quick,
+                                                   QUICK_PARTITION_LIMIT_S if args.quick else REF_LIMIT_S))]
     failed = False
     for name, run in cases:
         if name not in only:

@@ -483,7 +483,7 @@ def render(csv_path, meta_path, repo=REPO, md_path=None):
         if st.get("status") not in (None, "ok"):
             md.append(f"*Suite status: {st['status']} (results may be partial).*\n")
         for note in st.get("notes", []) if s == _runner_suite(s) or s == "forward" else []:
-            md.append(f"*Note ({st.get('torch') or _torch_label(torch_versions(srows))}): {note}*\n")
+            md.append(f"*Note ({_torch_label([st['torch']]) if st.get('torch') else _torch_label(torch_versions(srows))}): {note}*\n")
         md.append(suite_table(rows, s) + "\n")
         for kind, fn in (("scaling", plot_scaling), ("speedup", plot_speedups)):
             if s == "core_cpp" and kind == "speedup":
