@@ -65,7 +65,7 @@ CSV_FIELDS = ["suite", "case", "size", "unit", "fxcpp", "torchfx", "speedup", "t
 # Per-suite wall-clock limits (seconds): quick mode takes about 3 minutes in all on 2 cores with
 # torch 1.13, more with torch 2.14 (its torch.fx is slower in graph_api's GraphModule cases and its
 # partitioner's proposal on the 1e4 chain takes about a minute).
-TIMEOUTS = {"quick": {"core_cpp": 60, "graph_api": 120, "trace": 60, "transform": 45, "runtime": 90,
+TIMEOUTS = {"quick": {"core_cpp": 60, "graph_api": 120, "trace": 90, "transform": 45, "runtime": 90,
                        "toolbox": 240},
             "full": {"core_cpp": 150, "graph_api": 600, "trace": 180, "transform": 600, "runtime": 300,
                       "toolbox": 900}}
