@@ -10,8 +10,9 @@ us/node. `skip` marks a cell that was not measured (torch.fx over its time cap).
 
 The graph: x -> [add(., 1) -> .conjugate() -> mul(., x) -> neg(.)]* -> output,
 N nodes in all. Cases:
-  build              create the graph with auto-naming (torch.fx's naming is
-                     quadratic in repeated names: capped, see --torchfx-cap)
+  build              create the graph with auto-naming (torch.fx 1.x's naming is
+                     quadratic in repeated names, 2.x's linear: capped by the
+                     predicted time, see --torchfx-cap and bench/_torchfx_cost.py)
   build_named        the same graph with explicit names (no naming collisions)
   iterate            for n in g.nodes: n.op, n.target, n.args
   users              for n in g.nodes: for u in n.users
@@ -46,6 +47,8 @@ import tracemalloc
 
 import torch
 import torch.fx
+
+from _torchfx_cost import NAMING_EXPONENT, NAMING_WORDS  # noqa: E402  (bench/)
 
 try:
     import fxcpp
@@ -129,11 +132,11 @@ def run_size(n, args):
         prev = args._build_seen.get(name)
         if prev is not None:
             pn, pt = prev
-            predicted = pt * (n / pn) ** 2
+            predicted = pt * (n / pn) ** NAMING_EXPONENT
         if name == "torchfx" and predicted is not None and predicted > args.torchfx_cap:
             results[name] = None
-            print(f"# torch.fx build at N={n}: skipped (predicted {predicted:.0f} s > cap {args.torchfx_cap:.0f} s)",
-                  flush=True)
+            print(f"# torch.fx build at N={n}: skipped (predicted {predicted:.0f} s > cap {args.torchfx_cap:.0f} s; "
+                  f"its auto-naming is {NAMING_WORDS})", flush=True)
             continue
         t = best(lambda _: build(lib, n), budget=budget, max_reps=3)
         args._build_seen[name] = (n, t)

@@ -21,14 +21,17 @@ measured in the same run (ratio = value / reference). Cases:
       torchscript_cpp    torch.jit.trace'd chain, torch::jit::load + forward (C++)
       torchscript_py     the same file, torch.jit.load, from Python
       static_runtime_py  torch._C._jit_to_static_module(torch.jit.freeze(traced)._c)
+                         (skipped, with a NOTE line, on a torch without Static Runtime)
       torchfx_gm_py      torch.fx.symbolic_trace(chain) GraphModule
       eager_py           the Python loop itself
   chain/fxcpp_py_vs_torchfx_gm   fxcpp_py against torchfx_gm_py
   <model>/<variant>   torchvision <model> (resnet50; --quick: resnet18), batch 1,
                       224x224, ms per forward; reference: eager_py. fxcpp runs a
                       make_fx graph of the model in eval mode saved with
-                      fxcpp.aten.save (fxcpp_py, fxcpp_cpp); torchscript_cpp runs
-                      the traced model; static_runtime_py the frozen traced model
+                      fxcpp.aten.save (fxcpp_py, fxcpp_cpp); torchscript_cpp and
+                      torchscript_py run the traced model; static_runtime_py the
+                      frozen traced model; torchfx_gm_py torch.fx.symbolic_trace
+                      of the model
   <model>_threads/<runtime>_<n>t  inferences per second with n Python threads
                       calling one module (one intra-op thread each);
                       reference: the same with one thread
@@ -49,6 +52,11 @@ measured in the same run (ratio = value / reference). Cases:
   (The capture cases run under NoGradGuard, not inference mode: the JIT tracer
   does not trace inference tensors.)
 
+What the torch running this lacks (Static Runtime, TorchScript) is skipped and
+said in a line `NOTE,runtime,<text>` (bench/run.py puts it in BENCHMARKS.md).
+The C++ binaries come from $FXCPP_BUILD_DIR (default build/), which must be
+built against the LibTorch of the torch running this script.
+
 Everything runs with one intra-op thread and under inference mode (fxcpp's
 forward always does; the other variants get torch.inference_mode() /
 c10::InferenceMode so none pays for autograd bookkeeping another skips).
@@ -63,12 +71,17 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 
 os.environ.setdefault("GLOG_minloglevel", "2")  # Static Runtime logs its options at INFO
 
 import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
+
+# torch 2.x deprecates TorchScript (torch.jit.*: FutureWarning on every call); jit_trace says so
+# once in a NOTE line instead.
+warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.jit")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -157,16 +170,79 @@ def save_fxpt(module, inputs, path):
     fxcpp.aten.save(fxcpp.from_torch_fx(gm), path)
 
 
+_NOTED = set()
+
+
+def note(text):
+    """A NOTE line for the report (once per text)."""
+    if text not in _NOTED:
+        _NOTED.add(text)
+        print(f"NOTE,{SUITE},{text}", flush=True)
+
+
 def static_module(traced):
-    # Static Runtime in torch 1.13 is called like the module: sm(*args, **kwargs).
-    return torch._C._jit_to_static_module(torch.jit.freeze(traced.eval())._c)
+    """Static Runtime on the frozen traced module (called like the module: sm(*args)), or None
+    with a NOTE where this torch has no Static Runtime or it fails on the module."""
+    to_static = getattr(torch._C, "_jit_to_static_module", None)
+    if to_static is None or traced is None:
+        note(f"torch {torch.__version__} has no Static Runtime (torch._C._jit_to_static_module): "
+             "static_runtime_py skipped" if to_static is None else "static_runtime_py skipped: no traced module")
+        return None
+    try:
+        return to_static(torch.jit.freeze(traced.eval())._c)
+    except Exception as e:  # noqa: BLE001 -- a variant that cannot run is skipped, not fatal
+        note(f"Static Runtime failed on torch {torch.__version__}: {type(e).__name__}: "
+             f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}; static_runtime_py skipped")
+        return None
+
+
+def jit_trace(model, inputs, path):
+    """torch.jit.trace(model), saved to path; None (and a NOTE) where TorchScript is unavailable."""
+    try:
+        with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            traced = torch.jit.trace(model, inputs)
+        torch.jit.save(traced, path)
+        for w in caught:
+            if issubclass(w.category, (FutureWarning, DeprecationWarning)) and "deprecated" in str(w.message):
+                note(f"torch {torch.__version__} deprecates TorchScript (torch.jit.trace: "
+                     f"\"{str(w.message).strip().splitlines()[0][:160]}\"); measured anyway")
+                break
+        return traced
+    except Exception as e:  # noqa: BLE001
+        note(f"TorchScript (torch.jit.trace / save) failed on torch {torch.__version__}: {type(e).__name__}: "
+             f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}; torchscript variants skipped")
+        return None
+
+
+def fx_trace(model):
+    """torch.fx.symbolic_trace(model), or None (and a NOTE) where torch.fx cannot trace it."""
+    try:
+        return torch.fx.symbolic_trace(model)
+    except Exception as e:  # noqa: BLE001
+        note(f"torch.fx {torch.__version__} symbolic_trace failed on {type(model).__name__}: {type(e).__name__}; "
+             "torchfx_gm_py skipped")
+        return None
+
+
+def measure(py, expect, checks, reps, iters, scale):
+    """{variant: best seconds per call * scale} for the variants of py whose callable is not None;
+    checks[variant] gets each one's max difference from expect."""
+    out = {}
+    for name, fn in py.items():
+        if fn is None:
+            continue
+        fn = under_inference(fn)
+        checks[name] = max_diff(fn(), expect)
+        out[name] = best_of(fn, reps, iters) * scale
+    return out
 
 
 def run_cpp(args, timeout):
     """Runs build/fxcpp_runtime_bench; {variant: (value, unit)}, {variant: max diff}."""
     if not os.path.exists(CPP_BENCH):
-        print("build/fxcpp_runtime_bench not found (cmake --build build --target fxcpp_runtime_bench): "
-              "C++ variants skipped", flush=True)
+        print(f"{CPP_BENCH} not found (cmake --build <build dir> --target fxcpp_runtime_bench; FXCPP_BUILD_DIR "
+              "picks the build dir): C++ variants skipped", flush=True)
         return {}, {}
     proc = subprocess.run([CPP_BENCH] + args, capture_output=True, text=True, timeout=timeout)
     results, checks = {}, {}
@@ -203,8 +279,7 @@ def bench_chain(tmp, cfg):
     expect.numpy().tofile(files["out.bin"])
     fxpt, pt = os.path.join(tmp, "chain.fxpt"), os.path.join(tmp, "chain.pt")
     save_fxpt(model, (x, y), fxpt)
-    traced = torch.jit.trace(model, (x, y))
-    torch.jit.save(traced, pt)
+    traced = jit_trace(model, (x, y), pt)
 
     cpp, checks = run_cpp(["chain", "--fxpt", fxpt, "--ts", pt, "--inputs", f"{files['x.bin']},{files['y.bin']}",
                            "--shape", "1,8", "--expect", files["out.bin"], "--ops", str(CHAIN_OPS),
@@ -212,15 +287,15 @@ def bench_chain(tmp, cfg):
     us = {k: v for k, (v, _unit) in cpp.items()}
 
     fx_mod = fxcpp.aten.load(fxpt, runtime="cpp", trusted=True)
-    ts_mod = torch.jit.load(pt)
+    ts_mod = torch.jit.load(pt) if traced is not None else None
     sm = static_module(traced)
-    gm = torch.fx.symbolic_trace(model)
-    py = {"fxcpp_py": lambda: fx_mod(x, y), "torchscript_py": lambda: ts_mod(x, y),
-          "static_runtime_py": lambda: sm(x, y), "torchfx_gm_py": lambda: gm(x, y), "eager_py": lambda: model(x, y)}
-    for name, fn in py.items():
-        fn = under_inference(fn)
-        checks[name] = max_diff(fn(), expect)
-        us[name] = best_of(fn, cfg["chain_reps"], cfg["chain_iters"]) * 1e6 / CHAIN_OPS
+    gm = fx_trace(model)
+    py = {"fxcpp_py": lambda: fx_mod(x, y),
+          "torchscript_py": None if ts_mod is None else (lambda: ts_mod(x, y)),
+          "static_runtime_py": None if sm is None else (lambda: sm(x, y)),
+          "torchfx_gm_py": None if gm is None else (lambda: gm(x, y)),
+          "eager_py": lambda: model(x, y)}
+    us.update(measure(py, expect, checks, cfg["chain_reps"], cfg["chain_iters"], 1e6 / CHAIN_OPS))
     report_checks("chain", checks, 1e-5)
 
     ref = us.get("at_direct")
@@ -271,9 +346,7 @@ def bench_model(tmp, cfg):
     expect.numpy().tofile(out)
     fxpt, pt = os.path.join(tmp, f"{name}.fxpt"), os.path.join(tmp, f"{name}.pt")
     save_fxpt(model, (x,), fxpt)
-    with torch.no_grad():
-        traced = torch.jit.trace(model, (x,))
-    torch.jit.save(traced, pt)
+    traced = jit_trace(model, (x,), pt)
 
     # 2. compute-bound forward
     cpp, checks = run_cpp(["model", "--fxpt", fxpt, "--ts", pt, "--inputs", xin, "--shape", "1,3,224,224",
@@ -281,16 +354,19 @@ def bench_model(tmp, cfg):
                            "--reps", str(cfg["model_reps"])], timeout=300)
     ms = {k: v for k, (v, _unit) in cpp.items()}
     fx_mod = fxcpp.aten.load(fxpt, runtime="cpp", trusted=True)
+    ts_mod = torch.jit.load(pt) if traced is not None else None
     sm = static_module(traced)
-    py = {"eager_py": lambda: model(x), "fxcpp_py": lambda: fx_mod(x), "static_runtime_py": lambda: sm(x)}
-    for variant, fn in py.items():
-        fn = under_inference(fn)
-        checks[variant] = max_diff(fn(), expect)
-        ms[variant] = best_of(fn, cfg["model_reps"], cfg["model_iters"]) * 1e3
+    gm = fx_trace(model)
+    py = {"eager_py": lambda: model(x), "fxcpp_py": lambda: fx_mod(x),
+          "torchscript_py": None if ts_mod is None else (lambda: ts_mod(x)),
+          "static_runtime_py": None if sm is None else (lambda: sm(x)),
+          "torchfx_gm_py": None if gm is None else (lambda: gm(x))}
+    ms.update(measure(py, expect, checks, cfg["model_reps"], cfg["model_iters"], 1e3))
     report_checks(name, checks, 1e-3)
-    for variant in ("eager_py", "fxcpp_py", "fxcpp_cpp", "torchscript_cpp", "static_runtime_py"):
+    for variant in ("eager_py", "fxcpp_py", "fxcpp_cpp", "torchscript_cpp", "torchscript_py", "static_runtime_py",
+                    "torchfx_gm_py"):
         emit(f"{name}/{variant}", 1, ms.get(variant), ms.get("eager_py"), "ms")
-    sm = None  # frees the Static Runtime module before the thread runs
+    sm = ts_mod = gm = None  # frees the other runtimes' modules before the thread runs
 
     # 3. two Python threads on one module (each thread: one intra-op thread).
     # One and two threads alternate, so background load on this shared
@@ -323,8 +399,8 @@ def bench_model(tmp, cfg):
 
 def bench_capture(cfg):
     if not os.path.exists(CAPTURE_BENCH):
-        print("build/fxcpp_capture_bench not found (cmake --build build --target fxcpp_capture_bench): "
-              "capture cases skipped", flush=True)
+        print(f"{CAPTURE_BENCH} not found (cmake --build <build dir> --target fxcpp_capture_bench; "
+              "FXCPP_BUILD_DIR picks the build dir): capture cases skipped", flush=True)
         return
     proc = subprocess.run([CAPTURE_BENCH, "--iters", str(cfg["capture_iters"]), "--reps", str(cfg["capture_reps"]),
                            "--ops", str(CHAIN_OPS)], capture_output=True, text=True, timeout=300)
@@ -363,6 +439,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     cfg = MODES["quick" if args.quick else "full"]
     torch.set_num_threads(1)
+    print(f"torch {torch.__version__}; C++ binaries from {BUILD_DIR}", flush=True)
     if args.capture_only:
         bench_capture(cfg)
         return 0

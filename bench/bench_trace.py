@@ -8,7 +8,9 @@ Prints one line per case (the protocol bench/run.py collects):
 
 <nodes> is the size of the traced graph; absolute time = value * nodes. A
 library that fails to trace a model gets `skip` (and a `# ... failed` line):
-torch.fx 1.13 on Python 3.11 cannot trace every model.
+torch.fx 1.13 on Python 3.11 cannot trace every model. torch.fx 1.x's
+auto-naming is quadratic in repeated names, so its 10k loop is predicted from
+the 1k one and skipped over the cap (2.x's naming is linear: bench/_torchfx_cost.py).
 
 Cases: seq_linear_relu (nn.Sequential of 1,000 Linear+ReLU blocks),
 elementwise_loop_1k / _10k (x = x * 2 + 1 style loop), residual_blocks
@@ -24,6 +26,8 @@ import time
 import torch
 import torch.fx
 import torch.nn as nn
+
+from _torchfx_cost import NAMING_EXPONENT, NAMING_WORDS  # noqa: E402  (bench/)
 
 try:
     import fxcpp
@@ -164,11 +168,14 @@ def main():
         res = {}
         nodes = {}
         for name, lib in LIBS.items():
-            # torch.fx's naming is quadratic in repeated names: predict the 10k loop from the 1k one
+            # torch.fx 1.x's naming is quadratic in repeated names (2.x: linear): predict the
+            # 10k loop from the 1k one
             pred = seen.get("elementwise_loop_1k") if case == "elementwise_loop_10k" and name == "torchfx" else None
-            if pred is not None and pred * 100 > cap:
-                print(f"# {case}: torch.fx skipped (predicted {pred * 100:.0f} s > cap {cap:.0f} s; "
-                      f"its auto-naming is quadratic)", flush=True)
+            if pred is not None:
+                pred *= 10 ** NAMING_EXPONENT
+            if pred is not None and pred > cap:
+                print(f"# {case}: torch.fx skipped (predicted {pred:.0f} s > cap {cap:.0f} s; "
+                      f"its auto-naming is {NAMING_WORDS})", flush=True)
                 res[name] = None
                 continue
             t, info = time_trace(lib, model, budget, max_reps)

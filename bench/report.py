@@ -2,7 +2,11 @@
 """Renders BENCHMARKS.md (repo root) and bench/results/*.png from
 bench/results/latest.csv and latest_meta.json (written by bench/run.py).
 
-    bench/report.py [--csv bench/results/latest.csv]     (re-render without re-running)
+    bench/report.py [--csv bench/results/latest.csv] [--md BENCHMARKS.md]   (re-render without re-running)
+
+Every section (and, where a section mixes torches, every row) names the torch
+its numbers were measured with: the CSV's `torch` column (bench/run.py), or the
+run's torch from latest_meta.json for a CSV written before that column existed.
 """
 import argparse
 import csv
@@ -78,13 +82,28 @@ def _f(s):
         return None
 
 
-def load_rows(csv_path):
+def load_rows(csv_path, default_torch=None):
+    """The CSV's rows; a row without a torch version gets default_torch (the run's, from the meta)."""
     rows = []
     with open(csv_path, newline="") as f:
         for r in csv.DictReader(f):
             rows.append({"suite": r["suite"], "case": r["case"], "size": int(r["size"]), "unit": r["unit"],
-                         "fxcpp": _f(r["fxcpp"]), "torchfx": _f(r["torchfx"])})
+                         "fxcpp": _f(r["fxcpp"]), "torchfx": _f(r["torchfx"]),
+                         "torch": r.get("torch") or default_torch or "?"})
     return rows
+
+
+def torch_versions(rows):
+    """The torch versions of rows, in order of first appearance."""
+    return list(OrderedDict.fromkeys(r.get("torch") or "?" for r in rows))
+
+
+def _torch_label(versions):
+    return "torch " + " and ".join(versions) if versions else "torch ?"
+
+
+def _is_torch1(version):
+    return str(version).startswith("1.")
 
 
 def speedup(r):
@@ -185,6 +204,30 @@ def _ratio(r):
 
 def suite_table(rows, suite):
     rs = [r for r in rows if r["suite"] == suite]
+    if len(torch_versions(rs)) > 1:
+        return _with_torch_column(_suite_table(rows, suite), rs)
+    return _suite_table(rows, suite)
+
+
+def _with_torch_column(table, rs):
+    """Appends a torch column to every row of a markdown table whose body rows are rs, in order
+    (the runtime tables: one table per case group, in the order of rs)."""
+    out, i = [], 0
+    for line in table.split("\n"):
+        if line.startswith("|---"):
+            out.append(line + "---|")
+        elif line.startswith("| variant |") or line.startswith("| case |") or line.startswith("| operation |"):
+            out.append(line + " torch |")
+        elif line.startswith("| ") and i < len(rs):
+            out.append(line + f" {rs[i].get('torch', '?')} |")
+            i += 1
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _suite_table(rows, suite):
+    rs = [r for r in rows if r["suite"] == suite]
     if suite == "trace":
         head = "| case | nodes | fxcpp / node | torch.fx / node | fxcpp total | torch.fx total | speedup |\n" \
                "|---|---:|---:|---:|---:|---:|---:|"
@@ -197,7 +240,9 @@ def suite_table(rows, suite):
         return "\n".join([head] + body)
     if suite == "core_cpp":
         api = {(r["case"], r["size"]): r for r in rows if r["suite"] == "graph_api"}
-        head = "| operation | N | C++ core / node | via Python API / node | torch.fx / node |\n" \
+        api_torch = _torch_label(torch_versions([r for r in rows if r["suite"] == "graph_api"]))
+        head = f"| operation | N | C++ core / node | via Python API / node ({api_torch}) | " \
+               f"torch.fx / node ({api_torch}) |\n" \
                "|---|---:|---:|---:|---:|"
         body = []
         for r in rs:
@@ -253,8 +298,10 @@ def runtime_tables(rs):
     groups = OrderedDict()
     for r in rs:
         groups.setdefault(r["case"].split("/", 1)[0], []).append(r)
-    out = ["One run, same inputs for every variant; one intra-op thread; inference mode everywhere. "
-           "Ratio = value / reference from the same run (for times, < 1 is faster than the reference)."]
+    out = [f"One run on {_torch_label(torch_versions(rs))} (Python and LibTorch alike: the C++ variants link the "
+           "LibTorch of that torch), same inputs for every variant; one intra-op thread; inference mode everywhere. "
+           "Ratio = value / reference from the same run (for times, < 1 is faster than the reference); "
+           "*skipped*: not measured (see the notes)."]
     for g, grs in groups.items():
         unit = grs[0]["unit"]
         if g == "chain":
@@ -373,13 +420,16 @@ def plot_speedups(rows, suite, path):
 # Markdown
 # ------------------------------------------------------------------------------------
 
-def render(csv_path, meta_path, repo=REPO):
-    rows = load_rows(csv_path)
+def render(csv_path, meta_path, repo=REPO, md_path=None):
+    """Writes md_path (default: <repo>/BENCHMARKS.md) and the plots next to csv_path; returns md_path."""
     meta = {}
     if meta_path and os.path.exists(meta_path):
         with open(meta_path) as f:
             meta = json.load(f)
     mi = meta.get("machine", {})
+    rows = load_rows(csv_path, mi.get("torch"))
+    path = md_path or os.path.join(repo, "BENCHMARKS.md")
+    versions = torch_versions(rows)
     out_dir = os.path.dirname(os.path.abspath(csv_path))
     for stale in os.listdir(out_dir):  # plots are regenerated below; drop those of vanished suites
         if stale.endswith(("_scaling.png", "_speedup.png")):
@@ -398,19 +448,24 @@ def render(csv_path, meta_path, repo=REPO):
     md.append(f"| OS | {mi.get('os', '?')} |")
     md.append(f"| Python / torch | {mi.get('python', '?')} / {mi.get('torch', '?')} "
               f"({mi.get('torch_threads', '?')} intra-op threads) |")
+    if versions != [mi.get("torch")]:
+        md.append(f"| torch of the rows | {', '.join(versions)} (kept from earlier runs: each section says which) |")
     md.append(f"| commit | {mi.get('commit', '?')} |")
     md.append(f"| total run time | {meta.get('seconds', '?')} s |\n")
 
     md.append("All figures are **per graph node** (total time of the operation / number of nodes), best of "
               "several runs with the garbage collector paused (the C++ core: best of 5 Google Benchmark "
               "repetitions); speedup = torch.fx time / fxcpp time "
-              "(> 1: fxcpp is faster). torch.fx 1.13's auto-naming is quadratic in repeated names, so its "
-              "largest builds are capped by predicted time and shown as *skipped*; a model torch.fx cannot "
-              "trace is *skipped* too. Raw data: `bench/results/latest.csv`.\n")
+              "(> 1: fxcpp is faster); torch.fx is the torch.fx of the torch named in each section's title. "
+              + ("torch.fx 1.x's auto-naming is quadratic in repeated names, so its largest builds are capped "
+                 "by predicted time and shown as *skipped*; " if any(_is_torch1(v) for v in versions) else
+                 "A torch.fx run predicted to exceed its time cap is shown as *skipped*; ")
+              + "a model torch.fx cannot trace is *skipped* too. Raw data: `bench/results/latest.csv` "
+              "(its `torch` column names the torch of every row).\n")
 
     targets = check_targets(rows)
     if targets:
-        md.append("## Targets\n")
+        md.append(f"## Targets ({_torch_label(versions)})\n")
         md.append("| target | result | measured |\n|---|---|---|")
         for desc, verdict, detail in targets:
             mark = {"PASS": "✅ PASS", "FAIL": "❌ FAIL"}.get(verdict, verdict)
@@ -420,11 +475,15 @@ def render(csv_path, meta_path, repo=REPO):
     suites = meta.get("suites", {})
     present = [s for s in SUITE_TITLES if any(r["suite"] == s for r in rows)]
     present += sorted({r["suite"] for r in rows} - set(present))
+    md_dir = os.path.dirname(os.path.abspath(path))
     for s in present:
-        md.append(f"## {SUITE_TITLES.get(s, s)}\n")
-        st = suites.get(s, {})
+        srows = [r for r in rows if r["suite"] == s]
+        md.append(f"## {SUITE_TITLES.get(s, s)} -- {_torch_label(torch_versions(srows))}\n")
+        st = suites.get(_runner_suite(s), {})
         if st.get("status") not in (None, "ok"):
             md.append(f"*Suite status: {st['status']} (results may be partial).*\n")
+        for note in st.get("notes", []) if s == _runner_suite(s) or s == "forward" else []:
+            md.append(f"*Note ({_torch_label([st['torch']]) if st.get('torch') else _torch_label(torch_versions(srows))}): {note}*\n")
         md.append(suite_table(rows, s) + "\n")
         for kind, fn in (("scaling", plot_scaling), ("speedup", plot_speedups)):
             if s == "core_cpp" and kind == "speedup":
@@ -436,28 +495,40 @@ def render(csv_path, meta_path, repo=REPO):
                 md.append(f"*({kind} plot failed: {type(e).__name__}: {e})*\n")
                 continue
             if made:
-                rel = os.path.relpath(made, repo)
+                rel = os.path.relpath(made, md_dir)
                 md.append(f"![{s} {kind}]({rel})\n")
     for s, st in suites.items():
-        if s not in present and st.get("status") != "absent":
-            md.append(f"## {SUITE_TITLES.get(s, s)}\n\n*No results: {st.get('status')}.*\n")
+        if s not in present and s not in {_runner_suite(p) for p in present} and st.get("status") != "absent":
+            md.append(f"## {SUITE_TITLES.get(s, s)}\n\n*No results: {st.get('status')}"
+                      f"{' (torch ' + st['torch'] + ')' if st.get('torch') else ''}.*\n")
+            for note in st.get("notes", []):
+                md.append(f"*Note: {note}*\n")
     absent = [s for s, st in suites.items() if st.get("status") == "absent"]
     if absent:
         md.append(f"*Not run (not present in this checkout): {', '.join(absent)}.*\n")
-    path = os.path.join(repo, "BENCHMARKS.md")
     with open(path + ".tmp", "w") as f:
         f.write("\n".join(md).rstrip() + "\n")
     os.replace(path + ".tmp", path)
     return path
 
 
+# The transform runner suite writes rows of several report suites.
+_ROW_TO_RUNNER = {"forward": "transform", "interp": "transform", "transformer": "transform", "replace": "transform",
+                  "shape_prop": "transform"}
+
+
+def _runner_suite(s):
+    return _ROW_TO_RUNNER.get(s, s)
+
+
 def main():
     ap = argparse.ArgumentParser(description="render BENCHMARKS.md from bench/results/latest.csv")
     ap.add_argument("--csv", default=os.path.join(RESULTS, "latest.csv"))
     ap.add_argument("--meta", default=None)
+    ap.add_argument("--md", default=None, help="the markdown file to write (default: BENCHMARKS.md at the repo root)")
     args = ap.parse_args()
     meta = args.meta or os.path.join(os.path.dirname(os.path.abspath(args.csv)), "latest_meta.json")
-    path = render(args.csv, meta)
+    path = render(args.csv, meta, md_path=args.md)
     print(f"wrote {path}")
     print(headline(load_rows(args.csv)))
     return 0

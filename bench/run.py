@@ -2,7 +2,7 @@
 """Runs every fxcpp benchmark side by side and writes the report.
 
     make bench         = bench/run.py --full    (< 15 minutes)
-    make bench-quick   = bench/run.py --quick   (< 2 minutes)
+    make bench-quick   = bench/run.py --quick   (about 3 minutes on 2 cores; 5 with torch 2.14)
     fxcpp bench [--quick|--full]
 
 Suites (each a separate process, so one crash cannot take the others down):
@@ -28,8 +28,18 @@ where the values are per node (unit `us/node` unless given, e.g. `B/node`),
 and `skip` (or an empty field) marks a cell that was not measured. Anything
 else they print is passed through.
 
+A suite may also print `NOTE,<suite>,<text>` (e.g. what the torch it runs on
+lacks); the notes go into latest_meta.json and the report.
+
+Every row records the torch it was measured with (the `torch` column; a
+--only run keeps the other suites' rows with their own torch), so BENCHMARKS.md
+says which torch each number came from. The C++ bench binaries come from
+$FXCPP_BUILD_DIR (default build/), which must be built for the same torch as
+the Python running this script (the Makefile: build-214/ with .venv's torch).
+
 Writes bench/results/latest.csv (+ latest_meta.json: machine, mode, suite
-status) and renders BENCHMARKS.md and bench/results/*.png (bench/report.py).
+status) and renders BENCHMARKS.md and bench/results/*.png (bench/report.py);
+--results DIR writes all of that (BENCHMARKS.md included) into DIR instead.
 """
 import argparse
 import csv
@@ -50,12 +60,14 @@ CORE_BENCH = os.path.join(os.environ.get("FXCPP_BUILD_DIR") or os.path.join(REPO
 CORE_REPETITIONS = 5
 PY_SUITES = [("graph_api", "bench_graph_api.py"), ("trace", "bench_trace.py"), ("transform", "bench_transform.py"),
              ("runtime", "bench_runtime.py"), ("toolbox", "bench_toolbox.py")]
-CSV_FIELDS = ["suite", "case", "size", "unit", "fxcpp", "torchfx", "speedup"]
+CSV_FIELDS = ["suite", "case", "size", "unit", "fxcpp", "torchfx", "speedup", "torch"]
 
-# Per-suite wall-clock limits (seconds): quick mode takes about 3 minutes in all on 2 cores.
-TIMEOUTS = {"quick": {"core_cpp": 25, "graph_api": 45, "trace": 40, "transform": 30, "runtime": 45,
-                       "toolbox": 150},
-            "full": {"core_cpp": 150, "graph_api": 360, "trace": 180, "transform": 600, "runtime": 300,
+# Per-suite wall-clock limits (seconds): quick mode takes about 3 minutes in all on 2 cores with
+# torch 1.13, more with torch 2.14 (its torch.fx is slower in graph_api's GraphModule cases and its
+# partitioner's proposal on the 1e4 chain takes about a minute).
+TIMEOUTS = {"quick": {"core_cpp": 60, "graph_api": 120, "trace": 90, "transform": 45, "runtime": 90,
+                       "toolbox": 240},
+            "full": {"core_cpp": 150, "graph_api": 600, "trace": 180, "transform": 600, "runtime": 300,
                       "toolbox": 900}}
 
 # Google Benchmark name -> graph_api case of the same operation (for side-by-side rows).
@@ -130,6 +142,14 @@ def _float(s):
         return None
 
 
+def parse_note_line(line):
+    """NOTE,suite,text -> (suite, text), or None."""
+    parts = line.strip().split(",", 2)
+    if len(parts) != 3 or parts[0] != "NOTE":
+        return None
+    return parts[1], parts[2].strip()
+
+
 def parse_bench_line(line):
     """BENCH,suite,case,size,fxcpp,torchfx[,unit] -> row dict, or None."""
     parts = line.strip().split(",")
@@ -179,15 +199,20 @@ def run_python_suite(name, script, mode, timeout):
         print(f"  [{name}] (no --{mode} option: running its default mode)", flush=True)
         rc, lines = run_streaming([sys.executable, path], max(1, timeout - (time.perf_counter() - t0)), name, env)
     rows = [r for r in map(parse_bench_line, lines) if r is not None]
+    notes = list(dict.fromkeys(n[1] for n in map(parse_note_line, lines) if n is not None))
     status = "ok" if rc == 0 else ("timeout" if rc == "timeout" else f"exit {rc}")
-    return rows, {"status": status, "seconds": round(time.perf_counter() - t0, 1), "rows": len(rows)}
+    st = {"status": status, "seconds": round(time.perf_counter() - t0, 1), "rows": len(rows)}
+    if notes:
+        st["notes"] = notes
+    return rows, st
 
 
 def run_core_bench(mode, timeout):
     if not os.path.exists(CORE_BENCH):
-        print("  build/fxcpp_core_bench not found (cmake --build build --target fxcpp_core_bench): skipped")
+        print(f"  {CORE_BENCH} not found (cmake --build <build dir> --target fxcpp_core_bench; "
+              f"FXCPP_BUILD_DIR picks the build dir): skipped")
         return [], {"status": "absent"}
-    fd, out_json = tempfile.mkstemp(prefix="fxcpp_core_bench.", suffix=".json.tmp", dir=RESULTS)
+    fd, out_json = tempfile.mkstemp(prefix="fxcpp_core_bench.", suffix=".json.tmp")
     os.close(fd)
     cmd = [CORE_BENCH, f"--benchmark_out={out_json}", "--benchmark_out_format=json", "--benchmark_color=false"]
     # Best of several repetitions, as the Python suites take the best of
@@ -280,7 +305,8 @@ def write_csv(rows, path):
             w.writerow({**{k: r[k] for k in CSV_FIELDS if k in r},
                         "fxcpp": "" if r["fxcpp"] is None else f"{r['fxcpp']:.6g}",
                         "torchfx": "" if r["torchfx"] is None else f"{r['torchfx']:.6g}",
-                        "speedup": "" if sp is None else f"{sp:.4g}"})
+                        "speedup": "" if sp is None else f"{sp:.4g}",
+                        "torch": r.get("torch") or ""})
     os.replace(tmp, path)
 
 
@@ -299,8 +325,7 @@ def merge_previous(rows, meta, csv_path, meta_path, suites_run):
             old = [r for r in csv.DictReader(f) if r["suite"] not in replaced]
     except OSError:
         return rows, meta
-    kept = [{"suite": r["suite"], "case": r["case"], "size": int(r["size"]), "unit": r["unit"],
-             "fxcpp": _float(r["fxcpp"]), "torchfx": _float(r["torchfx"])} for r in old]
+    prev = {}
     try:
         with open(meta_path) as f:
             prev = json.load(f)
@@ -308,6 +333,11 @@ def merge_previous(rows, meta, csv_path, meta_path, suites_run):
             meta["suites"].setdefault(name, st)
     except (OSError, ValueError):
         pass
+    # rows written before the torch column existed came from the previous run's torch
+    prev_torch = prev.get("machine", {}).get("torch") or ""
+    kept = [{"suite": r["suite"], "case": r["case"], "size": int(r["size"]), "unit": r["unit"],
+             "fxcpp": _float(r["fxcpp"]), "torchfx": _float(r["torchfx"]),
+             "torch": r.get("torch") or prev_torch} for r in old]
     return kept + rows, meta
 
 
@@ -319,10 +349,16 @@ def main(argv=None):
     ap.add_argument("--only", help="comma-separated suites: core_cpp,graph_api,trace,transform,runtime,toolbox "
                                    "(their rows replace those in the previous latest.csv)")
     ap.add_argument("--no-report", action="store_true", help="write the CSV only")
+    ap.add_argument("--results", metavar="DIR", default=RESULTS,
+                    help="write latest.csv, latest_meta.json, the plots and BENCHMARKS.md into DIR "
+                         "(default: bench/results/, and BENCHMARKS.md at the repository root)")
     args = ap.parse_args(argv)
     m = "full" if args.full else "quick"
     only = set(args.only.split(",")) if args.only else None
-    os.makedirs(RESULTS, exist_ok=True)
+    results = os.path.abspath(args.results)
+    os.makedirs(results, exist_ok=True)
+    md_path = os.path.join(REPO, "BENCHMARKS.md") if results == os.path.abspath(RESULTS) else \
+        os.path.join(results, "BENCHMARKS.md")
 
     info = machine_info()
     print(f"fxcpp benchmarks ({m}) -- {info['date']}")
@@ -334,6 +370,7 @@ def main(argv=None):
     if only is None or "core_cpp" in only:
         print("\n== core_cpp: build/fxcpp_core_bench", flush=True)
         r, st = run_core_bench(m, TIMEOUTS[m]["core_cpp"])
+        st["torch"] = info.get("torch")
         rows += r
         status["core_cpp"] = st
     for name, script in PY_SUITES:
@@ -341,16 +378,19 @@ def main(argv=None):
             continue
         print(f"\n== {name}: bench/{script} --{m}", flush=True)
         r, st = run_python_suite(name, script, m, TIMEOUTS[m][name])
+        st["torch"] = info.get("torch")
         rows += r
         status[name] = st
         if st["status"] == "absent":
             print("  (not present, skipped)")
 
+    for r in rows:
+        r["torch"] = info.get("torch")
     total = time.perf_counter() - t_start
     meta = {"mode": m, "machine": info, "suites": status, "seconds": round(total, 1),
             "command": "make bench" if m == "full" else "make bench-quick"}
-    csv_path = os.path.join(RESULTS, "latest.csv")
-    meta_path = os.path.join(RESULTS, "latest_meta.json")
+    csv_path = os.path.join(results, "latest.csv")
+    meta_path = os.path.join(results, "latest_meta.json")
     if only is not None:
         # a partial run replaces its suites' rows and keeps the others
         rows, meta = merge_previous(rows, meta, csv_path, meta_path, set(status))
@@ -365,8 +405,8 @@ def main(argv=None):
     if not args.no_report:
         sys.path.insert(0, HERE)
         import report
-        md = report.render(csv_path, meta_path, REPO)
-        print(f"wrote {os.path.relpath(md, REPO)} and plots in bench/results/")
+        md = report.render(csv_path, meta_path, REPO, md_path=md_path)
+        print(f"wrote {os.path.relpath(md, REPO)} and plots in {os.path.relpath(results, REPO)}/")
         summary = report.headline(report.load_rows(csv_path))
         if summary:
             print("\n" + summary)
