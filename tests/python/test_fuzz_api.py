@@ -37,7 +37,7 @@ import warnings
 import pytest
 import torch
 import torch.fx as tfx
-from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis.configuration import set_hypothesis_home_dir
 from hypothesis import strategies as st
 
@@ -55,11 +55,13 @@ FUZZ_2X = xfail2('differs from 1.13 where this fuzzer compares results, printout
 # hypothesis caches unicode tables in its home directory: keep it out of the tree
 set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), 'fxcpp-hypothesis'))
 
+# Phase.explain is left out, as in conftest.py's profile: it re-runs a failing case under a line tracer.
+NO_EXPLAIN = tuple(p for p in Phase if p.name != 'explain')
 settings.register_profile('default', max_examples=60, derandomize=True, deadline=None, database=None,
-                          suppress_health_check=list(HealthCheck), print_blob=True)
+                          suppress_health_check=list(HealthCheck), print_blob=True, phases=NO_EXPLAIN)
 settings.register_profile('fuzz', max_examples=int(os.environ.get('FXCPP_HYPOTHESIS_MAX_EXAMPLES', '2000')),
                           deadline=None, database=None,
-                          suppress_health_check=list(HealthCheck), print_blob=True)
+                          suppress_health_check=list(HealthCheck), print_blob=True, phases=NO_EXPLAIN)
 settings.register_profile('debug', parent=settings.get_profile('default'), verbosity=Verbosity.verbose)
 settings.load_profile(os.environ.get('FXCPP_HYPOTHESIS_PROFILE', 'default'))
 
