@@ -83,8 +83,8 @@ def workdir(tmp_path_factory):
     return d
 
 
-def run(workdir, *args, timeout=180):
-    env = dict(os.environ)
+def run(workdir, *args, timeout=180, extra_env=None):
+    env = dict(os.environ, **(extra_env or {}))
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(fxcpp.__file__)))
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -377,7 +377,8 @@ def test_error_missing_graphviz(workdir, tmp_path):
 
 
 def test_bench_delegates_to_runner(workdir):
-    p = run(workdir, "bench", "--help-runner")
+    # A pip-installed fxcpp does not know the checkout it was built from: FXCPP_REPO names it.
+    p = run(workdir, "bench", "--help-runner", extra_env={"FXCPP_REPO": REPO})
     # bench/run.py exists in the checkout: the unknown flag reaches it (argparse error from the runner)
     assert p.returncode == 2, p.stdout + p.stderr
     assert "run.py" in p.stderr and "--help-runner" in p.stderr
