@@ -53,7 +53,7 @@ venv: $(VENV)/.ready
 # benchmarks: BENCH214=ON) against the wheel's libtorch.
 BENCH214 ?= OFF
 build-214: $(VENV)/.ready
-	$(VPY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VPY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
 	  -C build-dir=$(BUILD214) -C cmake.define.FXCPP_BUILD_TESTS=ON -C cmake.define.FXCPP_BUILD_BENCH=$(BENCH214) \
 	  -C cmake.define.FXCPP_BUILD_EXAMPLES=ON .
 
