@@ -300,6 +300,11 @@ std::vector<NamedTensor> read_tensors(const Json& doc, Archive& archive) {
                                                      caffe2::TypeMeta::fromScalarType(dtype));
     impl->set_sizes_and_strides(sizes, strides, offset);
     nt.tensor = at::Tensor(std::move(impl));
+    auto rg = t.find("requires_grad");
+    if (rg != t.end()) {
+      if (!rg->is_boolean()) bad(w + ".requires_grad is not a bool");
+      nt.requires_grad = rg->get<bool>();
+    }
     out.push_back(std::move(nt));
   }
   return out;
@@ -585,17 +590,26 @@ Json parse_graph(Archive& archive) {
   return doc;
 }
 
-std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_archive(Archive& archive, const LoadOptions& options) {
+FileContents read_archive(Archive& archive, const LoadOptions& options) {
   Json doc = parse_graph(archive);
-  auto tensors = read_tensors(doc, archive);
-  auto graph = read_graph(doc, tensors, options);
-  return {std::move(graph), std::move(tensors)};
+  FileContents out;
+  out.tensors = read_tensors(doc, archive);
+  out.graph = read_graph(doc, out.tensors, options);  // checks class_name
+  auto cls = doc.find("class_name");
+  out.class_name = cls != doc.end() ? cls->get<std::string>() : "GraphModule";
+  return out;
 }
 
 }  // namespace
 
 std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std::string& path, const LoadOptions& options) {
   Archive archive(std::make_shared<zip::FileSource>(path));
+  FileContents c = read_archive(archive, options);
+  return {std::move(c.graph), std::move(c.tensors)};
+}
+
+FileContents read_buffer(const void* data, size_t size, const LoadOptions& options) {
+  Archive archive(std::make_shared<zip::MemorySource>(data, size));
   return read_archive(archive, options);
 }
 
@@ -605,9 +619,8 @@ Module load(const std::string& path, const LoadOptions& options) {
 }
 
 Module load_from_buffer(const void* data, size_t size, const LoadOptions& options) {
-  Archive archive(std::make_shared<zip::MemorySource>(data, size));
-  auto [graph, tensors] = read_archive(archive, options);
-  return Module(std::move(graph), std::move(tensors), ModuleOptions{options.plan_memory});
+  FileContents c = read_buffer(data, size, options);
+  return Module(std::move(c.graph), std::move(c.tensors), ModuleOptions{options.plan_memory});
 }
 
 std::string graph_json(const std::string& path) {

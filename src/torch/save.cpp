@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "fxcpp/core/namespace.h"
 #include "fxcpp/torch/module.h"
 
 namespace fxcpp::torch {
@@ -159,7 +160,19 @@ struct Prepared {
   std::vector<std::pair<std::string, at::Tensor>> payloads;  // record, a tensor holding its storage
 };
 
-Prepared prepare(const Graph& graph, const std::vector<NamedTensor>& tensors) {
+// The class name a file may record: what the loader accepts (Note [Names a
+// file may use] in load.cpp).
+void check_class_name(const std::string& name) {
+  bool ascii = !name.empty();
+  for (char c : name) ascii = ascii && static_cast<unsigned char>(c) < 0x80;
+  if (!ascii || !is_identifier(name) || name_rules().keywords.count(name))
+    throw FormatError("fxcpp::torch::save: the class name '" + name +
+                      "' is not an ASCII Python identifier (letters, digits and '_', not a keyword), which the "
+                      "loader requires; save with another class name");
+}
+
+Prepared prepare(const Graph& graph, const std::vector<NamedTensor>& tensors, const SaveOptions& options) {
+  check_class_name(options.class_name);
   std::unordered_map<std::string, const NamedTensor*> by_name;
   for (const NamedTensor& t : tensors) by_name.emplace(t.name, &t);
 
@@ -236,8 +249,9 @@ Prepared prepare(const Graph& graph, const std::vector<NamedTensor>& tensors) {
     te["strides"] = data.strides().vec();
     // The C++ loader makes plain (inference) tensors: a parameter is written
     // as requiring grad, as nn.Parameter does, unless it cannot.
-    te["requires_grad"] = t.requires_grad() || (it->second->kind == NamedTensor::Kind::Parameter &&
-                                                (t.is_floating_point() || t.is_complex()));
+    te["requires_grad"] = it->second->requires_grad.value_or(
+        t.requires_grad() ||
+        (it->second->kind == NamedTensor::Kind::Parameter && (t.is_floating_point() || t.is_complex())));
     tensor_entries.push_back(std::move(te));
   }
 
@@ -245,7 +259,7 @@ Prepared prepare(const Graph& graph, const std::vector<NamedTensor>& tensors) {
   doc["format"] = "fxcpp-aten";
   doc["version"] = kFormatVersion;
   doc["producer"] = Json{{"fxcpp", "0.1.0"}, {"torch", TORCH_VERSION}};
-  doc["class_name"] = "GraphModule";
+  doc["class_name"] = options.class_name;
   doc["storages"] = std::move(storages);
   doc["tensors"] = std::move(tensor_entries);
   doc["nodes"] = std::move(nodes);
@@ -399,13 +413,14 @@ void write_archive(const Prepared& p, FdSink& sink) {
 
 }  // namespace
 
-void save(const Graph& graph, const std::vector<NamedTensor>& tensors, const std::string& path) {
-  Prepared p = prepare(graph, tensors);
+void save(const Graph& graph, const std::vector<NamedTensor>& tensors, const std::string& path,
+          const SaveOptions& options) {
+  Prepared p = prepare(graph, tensors, options);
   write_file(path, [&p](FdSink& sink) { write_archive(p, sink); });
 }
 
-std::string save_to_buffer(const Graph& graph, const std::vector<NamedTensor>& tensors) {
-  Prepared p = prepare(graph, tensors);
+std::string save_to_buffer(const Graph& graph, const std::vector<NamedTensor>& tensors, const SaveOptions& options) {
+  Prepared p = prepare(graph, tensors, options);
   std::string out;
   caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t n) {
     out.append(static_cast<const char*>(data), n);

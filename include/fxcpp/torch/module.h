@@ -23,6 +23,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,10 @@ struct NamedTensor {
   std::string name;  ///< qualified attribute name ("layer1.0.conv1.weight")
   enum class Kind : uint8_t { Parameter, Buffer, Constant } kind = Kind::Constant;
   at::Tensor tensor;
+  /// The requires_grad flag a file records for the tensor (read by load(),
+  /// written by save()). Unset: save() writes tensor.requires_grad(), or true
+  /// for a floating or complex Parameter (as nn.Parameter makes them).
+  std::optional<bool> requires_grad;
 };
 
 class Plan;
@@ -111,6 +116,13 @@ struct LoadOptions {
   bool trusted = false;
 };
 
+/// How save() writes a file.
+struct SaveOptions {
+  /// The class name the file records (Python's load names the GraphModule's
+  /// class after it). Must be a Python identifier that is not a keyword.
+  std::string class_name = "GraphModule";
+};
+
 /// Reads a file written by `fxcpp.aten.save` (Python). Runs
 /// no code from it. Throws FormatError saying what is wrong (not a zip
 /// archive, missing record, newer version, unknown operator, an operator a
@@ -141,16 +153,35 @@ Module load_from_buffer(const void* data, size_t size, const LoadOptions& option
 /// directly. Throws Error (saying why, with the OS's reason) when the file
 /// cannot be written, leaving no partial file. O(nodes + argument size +
 /// tensor bytes).
-void save(const Graph& graph, const std::vector<NamedTensor>& tensors, const std::string& path);
+void save(const Graph& graph, const std::vector<NamedTensor>& tensors, const std::string& path,
+          const SaveOptions& options = {});
 /// save(module.graph(), module.named_tensors(), path).
 void save(const Module& module, const std::string& path);
 /// The same file's bytes, in memory.
-std::string save_to_buffer(const Graph& graph, const std::vector<NamedTensor>& tensors);
+std::string save_to_buffer(const Graph& graph, const std::vector<NamedTensor>& tensors,
+                           const SaveOptions& options = {});
 
 /// The graph and tensors of a file, without compiling a plan (for tools).
 /// Checks the file as load() does (`options.plan_memory` is unused).
 std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std::string& path,
                                                                       const LoadOptions& options = {});
+
+/// Everything a file holds, as read_buffer() returns it.
+struct FileContents {
+  /// The graph: call_function targets are aten_op()/primitive() objects,
+  /// dtypes and the like torch_constant() objects, meta["tensor_meta"] as
+  /// load() stores it.
+  std::unique_ptr<Graph> graph;
+  /// The tensors, in file order, each with the requires_grad flag the file records.
+  std::vector<NamedTensor> tensors;
+  /// The class name the file records ("GraphModule" when it records none).
+  std::string class_name;
+};
+/// read_file() of a file's bytes in memory, with the class name: what
+/// `fxcpp.aten.load(..., runtime="python")` builds its GraphModule from, the
+/// file parsed once (Note [Graph handover] in src/bindings/handover.h).
+FileContents read_buffer(const void* data, size_t size, const LoadOptions& options = {});
+
 
 /// The JSON text of a file's graph record, pretty-printed (`fxcpp inspect`).
 std::string graph_json(const std::string& path);

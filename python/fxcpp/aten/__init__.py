@@ -9,9 +9,9 @@
 * ``compile(model, *example_inputs)`` lowers and loads in one step.
 """
 from ._capture import from_torchscript
-from ._format import FORMAT_VERSION, load, save
+from ._format import FORMAT_VERSION, save
 from ._lower import LoweringError, check_lowered, lower, register_lowering
-from ._runtime import CppModule, compile
+from ._runtime import CppModule, compile, load
 
 __all__ = ['lower', 'register_lowering', 'LoweringError', 'check_lowered', 'save', 'load', 'compile',
            'CppModule', 'FORMAT_VERSION', 'from_torchscript']

@@ -12,7 +12,7 @@ import os
 import torch
 
 from .. import _C_torch
-from ._format import _load_bytes, load
+from ._runtime import _load_bytes, load
 
 __all__ = ['from_torchscript']
 

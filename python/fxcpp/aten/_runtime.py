@@ -1,8 +1,11 @@
-"""The C++ runtime from Python: ``CppModule`` and ``compile``."""
+"""The C++ runtime from Python: ``CppModule``, ``compile`` and ``load``."""
 
 import torch
 
-__all__ = ['CppModule', 'compile']
+from .. import _C_torch
+from ._format import _graph_module, _reserved_names, _set_attr, _to_bytes
+
+__all__ = ['CppModule', 'compile', 'load']
 
 
 class CppModule(torch.nn.Module):
@@ -19,7 +22,6 @@ class CppModule(torch.nn.Module):
     """
 
     def __init__(self, runtime):
-        from ._format import _reserved_names, _set_attr
         super().__init__()
         self._runtime = runtime
         reserved = _reserved_names(type(self))
@@ -61,10 +63,49 @@ def compile(model, *example_inputs) -> CppModule:
     """Lowers ``model`` (an nn.Module or GraphModule) with ``fxcpp.aten.lower``
     and loads the result into the C++ runtime: ``compile(m, x)(x)`` runs
     ``m`` with no Python per op."""
-    from .. import _C_torch
-    from ._format import _to_bytes
     from ._lower import lower
     gm = lower(model, *example_inputs)
     # Encoded in memory and loaded from those bytes: no temporary file. The caller's own
     # model: trusted.
     return CppModule(_C_torch.load(_to_bytes(gm), plan_memory=True, trusted=True))
+
+
+def _read(path) -> bytes:
+    with open(path, 'rb') as f:
+        return f.read()
+
+
+_MALFORMED = (KeyError, TypeError, AttributeError, IndexError, RuntimeError, SyntaxError, OverflowError,
+              RecursionError, UnicodeError, LookupError, EOFError)
+
+
+def load(path, runtime: str = 'python', plan_memory: bool = True, trusted: bool = False):
+    """Reads a file written by :func:`fxcpp.aten.save`.
+
+    ``runtime='python'`` returns a GraphModule (same ``code`` as the saved
+    one); ``runtime='cpp'`` returns a :class:`CppModule` whose forward runs the
+    whole graph in the C++ runtime with the GIL released. Either way the file
+    is read once and parsed once, by the C++ reader, which checks it whole
+    (Note [Python load path] in _format.py); no code from the file runs. A
+    malformed or newer file raises ValueError saying what is wrong; a file
+    that cannot be read raises OSError. ``plan_memory=False`` makes the C++
+    runtime allocate every result as eager PyTorch does (Note [Memory
+    planning] in src/torch/plan.cpp). ``trusted=True`` lifts the restrictions
+    on what a file may ask the runtime to do: only for files you made
+    yourself (docs/fxpt_format.md).
+    """
+    if runtime not in ('python', 'cpp'):
+        raise ValueError(f"fxcpp.aten.load: runtime must be 'python' or 'cpp', not {runtime!r}")
+    return _load_bytes(_read(path), runtime, plan_memory, trusted)
+
+
+def _load_bytes(data: bytes, runtime: str = 'python', plan_memory: bool = True, trusted: bool = False):
+    """:func:`load` of a file's bytes already in memory."""
+    try:
+        if runtime == 'cpp':
+            return CppModule(_C_torch.load(data, plan_memory=plan_memory, trusted=trusted))
+        return _graph_module(data, trusted)
+    except ValueError:
+        raise
+    except _MALFORMED as e:
+        raise ValueError(f'fxcpp.aten.load: malformed file: {type(e).__name__}: {e}') from e
