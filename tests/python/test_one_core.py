@@ -103,3 +103,46 @@ def test_load_opens_only_the_file_once(tmp_path, runtime):
         loaded = aten.load(path, runtime=runtime)
     assert rec.paths == [path]
     torch.testing.assert_close(loaded(x), m(x))
+
+
+def _refuse(what):
+    def fail(*args, **kwargs):
+        raise AssertionError(f'{what} was called')
+    return fail
+
+
+def test_python_load_parses_once_in_cpp(tmp_path, monkeypatch):
+    """aten.load(..., runtime='python') has the C++ reader parse the file once and hand the
+    graph over in memory (Note [Graph handover]): no JSON parsing in Python, no second C++
+    parse of graph.json, no runtime plan compiled only to get the tensors."""
+    import json
+    m, x = Small().eval(), torch.randn(2, 4)
+    path = str(tmp_path / 'small.fxpt')
+    gm = aten.lower(m, x)
+    aten.save(gm, path)
+    monkeypatch.setattr(json, 'loads', _refuse('json.loads'))
+    monkeypatch.setattr(json.JSONDecoder, 'decode', _refuse('json.JSONDecoder.decode'))
+    monkeypatch.setattr(fxcpp._C_torch, 'graph_json', _refuse('_C_torch.graph_json'))
+    monkeypatch.setattr(fxcpp._C_torch, 'load', _refuse('_C_torch.load'))
+    loaded = aten.load(path)
+    assert loaded.code == gm.code
+    assert str(loaded.graph) == str(gm.graph)
+    assert [n.meta.get('tensor_meta') for n in loaded.graph.nodes] == [n.meta.get('tensor_meta') for n in gm.graph.nodes]
+    torch.testing.assert_close(loaded(x), m(x))
+
+
+def test_save_encodes_in_cpp(tmp_path, monkeypatch):
+    """aten.save hands the graph to the C++ writer in memory: Python encodes no JSON, and the
+    bytes are the C++ writer's (the loaded graph is the saved one)."""
+    import json
+    m, x = Small().eval(), torch.randn(2, 4)
+    gm = aten.lower(m, x)
+    monkeypatch.setattr(json, 'dumps', _refuse('json.dumps'))
+    monkeypatch.setattr(json.JSONEncoder, 'encode', _refuse('json.JSONEncoder.encode'))
+    path = str(tmp_path / 'small.fxpt')
+    aten.save(gm, path)
+    monkeypatch.undo()
+    doc = json.loads(fxcpp._C_torch.graph_json(path))
+    assert [n['name'] for n in doc['nodes']] == [n.name for n in gm.graph.nodes]
+    assert doc['class_name'] == 'GraphModule' or doc['class_name'] == type(gm).__name__
+    torch.testing.assert_close(aten.load(path, runtime='cpp')(x), m(x))
