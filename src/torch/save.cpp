@@ -22,7 +22,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "fxcpp/torch/module.h"
+#include "fxcpp/torch/format.h"
+#include "fxcpp/torch/module.h"  // save(const Module&, ...)
 
 namespace fxcpp::torch {
 
