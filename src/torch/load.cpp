@@ -32,7 +32,8 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "fxcpp/torch/module.h"
+#include "fxcpp/torch/format.h"
+#include "fxcpp/torch/module.h"  // load() builds a Module
 #include "fxcpp/torch/policy.h"
 #include "zip_reader.h"
 

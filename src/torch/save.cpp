@@ -23,7 +23,8 @@
 #include <unordered_set>
 
 #include "fxcpp/core/namespace.h"
-#include "fxcpp/torch/module.h"
+#include "fxcpp/torch/format.h"
+#include "fxcpp/torch/module.h"  // save(const Module&, ...)
 
 namespace fxcpp::torch {
 

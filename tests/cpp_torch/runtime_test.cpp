@@ -640,7 +640,7 @@ TEST(Runtime, PlannedPathKeysOnTheTypesOfAllInputs) {
 }
 
 TEST(Runtime, OutVariantsAreChosenAlike) {
-  // The planner's choice of out= overloads (attach_out_variant in plan.cpp)
+  // The planner's choice of out= overloads (attach_out_variant in compile.cpp)
   // for ops that lowered models call: the same on LibTorch 1.13 and 2.x.
   auto ints = [](std::vector<int64_t> v) {
     std::vector<Argument> items;

@@ -1,5 +1,5 @@
 """The memory planner never aliases wrongly (Note [Memory planning] in
-src/torch/plan.cpp), and re-learns its out tensors when input types change.
+src/torch/compile.cpp), and re-learns its out tensors when input types change.
 
 Graphs are built with fxcpp.Graph, saved with fxcpp.aten.save, loaded with
 runtime='cpp' (planned) and run three times against eager PyTorch (the same

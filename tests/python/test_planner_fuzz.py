@@ -1,5 +1,5 @@
 """Every ATen operator that returns a tensor, through the planned C++ runtime
-three times, against eager PyTorch (Note [Memory planning] in src/torch/plan.cpp).
+three times, against eager PyTorch (Note [Memory planning] in src/torch/compile.cpp).
 
 The calls come from PyTorch's OpInfo samples (op_db, CPU, float32 and int64):
 each sample runs under a TorchDispatchMode that records the ATen calls it

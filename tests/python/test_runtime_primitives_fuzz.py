@@ -1,5 +1,5 @@
 """The C++ runtime's primitives against Python itself (Note [Primitive semantics]
-in src/torch/plan.cpp).
+in src/torch/run.cpp).
 
 Graphs of operator.add/sub/mul/floordiv/truediv/mod/neg and getitem (ints and
 slices) over ints (int64 extremes included), floats (inf, nan, -0.0), bools,

@@ -102,7 +102,7 @@ std::vector<std::string> allowed_operators();
 // The views that take their offset, sizes and strides as arguments
 // (as_strided, as_strided_, _reshape_alias) are guarded too: the view must
 // stay inside its storage (Note [Views stay inside their storage] in
-// src/torch/plan.cpp), which is then fxcpp's refusal on every LibTorch
+// src/torch/run.cpp), which is then fxcpp's refusal on every LibTorch
 // (1.13's as_strided lets an overflowing offset through, 2.x refuses it with
 // its own message, _reshape_alias checks nothing).
 
@@ -121,7 +121,7 @@ ArgumentGuard argument_guard(const AtenOp& op);
 /// Throws Error unless a strided view of `itemsize`-byte elements at
 /// `offset` with `sizes` and `strides` reaches only the `storage_bytes`
 /// bytes of its storage (Note [Views stay inside their storage] in
-/// src/torch/plan.cpp). `what` starts the message ("the result"). O(dim).
+/// src/torch/run.cpp). `what` starts the message ("the result"). O(dim).
 void check_view_extent(const char* what, int64_t offset, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                        size_t itemsize, size_t storage_bytes);
 

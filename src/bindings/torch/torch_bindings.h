@@ -5,7 +5,9 @@
 
 #include <string>
 
+#include "fxcpp/torch/format.h"
 #include "fxcpp/torch/module.h"
+#include "fxcpp/torch/ops.h"
 
 namespace fxcpp::py {
 
