@@ -106,8 +106,9 @@
   function status(i) { return D.diff ? D.diff.status[i] : 0; }
   var STATUS = ['', 'added', 'removed', 'changed'];
 
-  function drawLevel(g, ox, oy, gEdges, gBoxes) {
+  function drawLevel(g, ox, oy, parent) {
     var c = compose(g), items = G[g].items, i;
+    var gEdges = el('g', {'class': 'edges'}, parent), gBoxes = el('g', {'class': 'boxes'}, parent);
     for (i = 0; i < c.edges.length; i++) {
       var ed = c.edges[i], E = ed.e, pts = ed.pts, d = 'M';
       for (var k = 0; k < pts.length; k += 2) d += (k ? ' L' : '') + (pts[k] + ox).toFixed(1) + ' ' + (pts[k + 1] + oy).toFixed(1);
@@ -130,7 +131,7 @@
       }
       var ref = items[i];
       if (ref >= 0) drawNode(ref, x, y, r, gBoxes);
-      else drawGroup(-ref - 1, x, y, r, gEdges, gBoxes);
+      else drawGroup(-ref - 1, x, y, r, gBoxes);
     }
   }
 
@@ -147,7 +148,7 @@
 
   function changesIn(g) { return D.diff ? D.diff.gchanges[g] : 0; }
 
-  function drawGroup(g, x, y, r, gEdges, gBoxes) {
+  function drawGroup(g, x, y, r, gBoxes) {
     var grp = G[g], open = !!expanded[g], ch = changesIn(g);
     var gr = el('g', {'class': 'group' + (open ? ' open' : ' folded') + (ch ? ' haschanges' : ''),
                       'data-group': g, transform: 'translate(' + x.toFixed(1) + ',' + y.toFixed(1) + ')'}, gBoxes);
@@ -164,10 +165,7 @@
     }
     var tt = el('title', {}, gr); tt.textContent = (grp.path || '(root)') + (grp.type ? ' (' + grp.type + ')' : '') + ': ' + grp.count + ' nodes';
     placed.group[g] = [x, y, r[2], r[3]];
-    if (open) {
-      var sub = el('g', {}, gBoxes), subE = el('g', {}, gEdges);
-      drawLevel(g, x + PAD, y + HDR + PAD, subE, sub);
-    }
+    if (open) drawLevel(g, x + PAD, y + HDR + PAD, el('g', {'class': 'level'}, gBoxes));
   }
 
   function render() {
@@ -175,9 +173,7 @@
     var vp = $('viewport');
     while (vp.firstChild) vp.removeChild(vp.firstChild);
     placed = {node: {}, group: {}};
-    var gE = el('g', {'class': 'edges'}, vp), gB = el('g', {'class': 'boxes'}, vp);
-    drawLevel(0, 0, 0, gE, gB);
-    vp.insertBefore(gE, gB);
+    drawLevel(0, 0, 0, vp);
     applyView();
     var c = compose(0);
     $('stats').textContent = nNodes + ' nodes, ' + G.length + ' groups; drawing ' + Math.round(c.w) + '\u00d7' + Math.round(c.h);
