@@ -538,6 +538,19 @@ def _leaves(value, path):
         yield path, value
 
 
+def _concrete_args(args) -> Optional[Dict[str, Any]]:
+    if not args.concrete_args:
+        return None
+    try:
+        concrete = json.loads(args.concrete_args)
+    except json.JSONDecodeError as e:
+        raise CliError(f"bad --concrete-args: not JSON ({e.msg})",
+                       "for example --concrete-args '{\"flag\": true}'", EXIT_USAGE)
+    if not isinstance(concrete, dict):
+        raise CliError("bad --concrete-args: expected a JSON object {\"arg\": value, ...}", None, EXIT_USAGE)
+    return concrete
+
+
 def _explore_target(spec: str, args):
     """The graph `fxcpp show --format html/svg/png` draws: a .fxpt or .pt2 file, or a
     traced MODULE:CALLABLE (with shapes when --input-shape is given)."""
@@ -553,11 +566,12 @@ def _explore_target(spec: str, args):
             raise CliError(f"cannot load {spec}: {type(e).__name__}: {_first_line(e)}")
     if _is_fxpt(spec):
         return _load_fxpt(spec, "python", args.trusted)
-    concrete = json.loads(args.concrete_args) if args.concrete_args else None
+    concrete = _concrete_args(args)
+    shape = parse_shape(args.input_shape) if args.input_shape else None
     model = instantiate(load_callable(spec), spec)
     gm = trace(model, spec, concrete, args.leaf_module or ())
-    if args.input_shape:
-        propagate_shapes(gm, parse_shape(args.input_shape))
+    if shape is not None:
+        propagate_shapes(gm, shape)
     return gm
 
 
@@ -622,15 +636,7 @@ def cmd_show(args) -> int:
         return 0
     if args.input_shape:
         shape = parse_shape(args.input_shape)
-    concrete = None
-    if args.concrete_args:
-        try:
-            concrete = json.loads(args.concrete_args)
-        except json.JSONDecodeError as e:
-            raise CliError(f"bad --concrete-args: not JSON ({e.msg})",
-                           "for example --concrete-args '{\"flag\": true}'", EXIT_USAGE)
-        if not isinstance(concrete, dict):
-            raise CliError("bad --concrete-args: expected a JSON object {\"arg\": value, ...}", None, EXIT_USAGE)
+    concrete = _concrete_args(args)
     obj = load_callable(args.target)
     model = instantiate(obj, args.target)
     gm = trace(model, args.target, concrete, args.leaf_module or ())

@@ -330,7 +330,8 @@ class GraphData:
             by_path[path] = g
             return g
 
-        for i, p in enumerate(self.paths):
+        for i in getattr(self, "order", None) or range(len(self.paths)):
+            p = self.paths[i]
             g = group_of(p, i)
             node_group[i] = g
             groups[g].items.append(i)
@@ -429,6 +430,34 @@ class GraphData:
         u.modules.update(self.modules)
         u.paths = self.paths + [before.paths[i] for i in removed]
         u.inputs = [list(x) for x in self.inputs] + [[bmap[j] for j in before.inputs[i]] for i in removed]
+        # A removed node keeps its old users too, so it is drawn where it was
+        # (between a convolution and the relu that read the folded batch norm).
+        # Edges only one side has: 1 added (after only), 2 removed (before only).
+        old_edges = {(bmap[j], bmap[w]) for w in range(len(before.nodes)) for j in before.inputs[w]}
+        u.edge_status = {}
+        for v in range(na):
+            for j in self.inputs[v]:
+                if (j, v) not in old_edges:
+                    u.edge_status[(j, v)] = 1
+        for (j, v) in old_edges:
+            if j not in u.inputs[v]:
+                u.inputs[v].append(j)
+            if j >= na or v >= na or (j, v) not in u.edge_status and j not in self.inputs[v]:
+                u.edge_status[(j, v)] = 2
+        # Display order: each removed node right after the image of the last
+        # matched node before it in the old graph.
+        after_anchor: Dict[int, List[int]] = {}
+        anchor = -1
+        for i in range(len(before.nodes)):
+            if b2a[i] is not None:
+                anchor = b2a[i]
+            else:
+                after_anchor.setdefault(anchor, []).append(bmap[i])
+        order = list(after_anchor.get(-1, []))
+        for i in range(na):
+            order.append(i)
+            order.extend(after_anchor.get(i, []))
+        u.order = order
         u.users = [[] for _ in u.nodes]
         for v, ins in enumerate(u.inputs):
             for j in ins:
@@ -485,14 +514,19 @@ class GraphData:
         bundles: Dict[Tuple[int, Any, Any], List[Any]] = {}
         chains = [self.chain(i) for i in range(n)]
 
+        est = getattr(self, "edge_status", None) or {}
+        cur = [0]  # the diff status of the graph edge being added
+
         def add(g, a, b, u):
             e = bundles.get((g, a, b))
             if e is None:
-                bundles[(g, a, b)] = [1, {u}]
+                bundles[(g, a, b)] = [1, {u}, cur[0]]
             else:
                 e[0] += 1
                 if len(e[1]) < 4:
                     e[1].add(u)
+                if e[2] != cur[0]:
+                    e[2] = 0  # a bundle is marked only when all its edges are
 
         for v in range(n):
             cv = chains[v]
@@ -500,6 +534,7 @@ class GraphData:
                 if u == v:
                     continue
                 cu = chains[u]
+                cur[0] = est.get((u, v), 0)
                 k = 0
                 while k < len(cu) and k < len(cv) and cu[k] == cv[k]:
                     k += 1
@@ -512,8 +547,8 @@ class GraphData:
                 for d in range(k, len(cv)):
                     add(cv[d], "IN", -(cv[d + 1] + 1) if d + 1 < len(cv) else v, u)
         per_group: Dict[int, List[Tuple[Any, Any, int, Any]]] = {}
-        for (g, a, b), (cnt, prods) in bundles.items():
-            per_group.setdefault(g, []).append((a, b, cnt, prods))
+        for (g, a, b), (cnt, prods, est_) in bundles.items():
+            per_group.setdefault(g, []).append((a, b, cnt, prods, est_))
         self.layouts = []
         self.crossings = 0
         for grp in groups:
@@ -527,10 +562,10 @@ class GraphData:
             self.crossings += res["crossings"]
             edges = []
             pts, eb = res["points"], res["edge_begin"]
-            for k, (a, b, cnt, prods) in enumerate(es):
+            for k, (a, b, cnt, prods, est_) in enumerate(es):
                 flat = [round(x, 1) for x in pts[2 * eb[k]:2 * eb[k + 1]]]
                 edges.append([local[a], local[b], cnt, self._edge_label(prods, cnt), flat,
-                              res["edge_reversed"][k]])
+                              res["edge_reversed"][k], est_])
             self.layouts.append({
                 "w": round(res["width"], 1), "h": round(res["height"], 1),
                 "bx": [round(x, 1) for x in res["boxes"]], "layer": res["box_layer"],

@@ -102,8 +102,9 @@ def to_svg(data, name: str, diff: Optional[Dict[str, Any]] = None, expand: int =
         items = data.groups[g].items
         for E, pts in comp["edges"]:
             d = "M" + " L".join(f"{pts[k] + ox:.1f} {pts[k + 1] + oy:.1f}" for k in range(0, len(pts), 2))
-            dash = ' stroke-dasharray="3 2"' if E[0] >= len(items) or E[1] >= len(items) else ""
-            edges.append(f'<path d="{d}" fill="none" stroke="#8a94a6" stroke-width="1.2"{dash} marker-end="url(#a)"/>')
+            dash = ' stroke-dasharray="3 2"' if E[0] >= len(items) or E[1] >= len(items) or E[6] == 2 else ""
+            color = {1: "#15803d", 2: "#b91c1c"}.get(E[6], "#8a94a6")
+            edges.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="1.2"{dash} marker-end="url(#a)"/>')
             if E[3] and E[0] < len(items) and E[1] < len(items):
                 edges.append(f'<text x="{pts[-2] + ox + 4:.1f}" y="{pts[-1] + oy - 6:.1f}" class="l">'
                              f'{escape(E[3])}</text>')

@@ -112,7 +112,7 @@
     for (i = 0; i < c.edges.length; i++) {
       var ed = c.edges[i], E = ed.e, pts = ed.pts, d = 'M';
       for (var k = 0; k < pts.length; k += 2) d += (k ? ' L' : '') + (pts[k] + ox).toFixed(1) + ' ' + (pts[k + 1] + oy).toFixed(1);
-      var cls = 'edge' + (E[0] >= items.length || E[1] >= items.length ? ' port' : '');
+      var cls = 'edge' + (E[0] >= items.length || E[1] >= items.length ? ' port' : '') + (E[6] ? ' ' + STATUS[E[6]] : '');
       var path = el('path', {d: d, 'class': cls, 'marker-end': 'url(#arrow)'}, gEdges);
       if (E[2] > 1) path.setAttribute('stroke-width', Math.min(4, 1 + Math.log2(E[2])).toFixed(1));
       if (E[3] && E[1] < items.length && E[0] < items.length) {
