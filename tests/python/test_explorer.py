@@ -241,3 +241,23 @@ def test_cli_html_svg_png_and_diff(tmp_path):
     r = _cli("show", "--diff", "pair:A", "pair:B", "-o", str(tmp_path / "d.html"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "1 added, 1 removed, 0 changed" in r.stderr  # add -> mul; the output now reads its replacement
+
+
+def test_fxpt_file_groups_lowered_ops(tmp_path):
+    """A lowered graph (.fxpt) has no module calls: ops join the module owning
+    the parameters they read, the others their producer's module."""
+    from fxcpp import aten
+    m = torchvision.models.resnet18().eval()
+    lowered = aten.lower(fxcpp.symbolic_trace(m), torch.randn(1, 3, 64, 64))
+    path = str(tmp_path / "r18.fxpt")
+    aten.save(lowered, path)
+    page = explore(path)
+    d = _data(page)
+    assert _group_paths(d) == ["conv1", "bn1", "layer1", "layer2", "layer3", "layer4", "fc"]
+    names = d["nodes"]["name"]
+    grp = d["nodes"]["group"]
+    adds = [i for i, n in enumerate(names) if n.startswith("add")]
+    assert d["groups"][grp[adds[0]]]["path"] == "layer1.0"
+    conv = d["nodes"]["target"].index("aten.conv2d.default")
+    assert d["groups"][grp[conv]]["path"] == "conv1"
+    assert "float32" in {d["nodes"]["dtype"][i] for i in range(len(names))}

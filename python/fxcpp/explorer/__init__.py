@@ -124,9 +124,14 @@ def _check_size(obj) -> None:
 
 
 def explore(obj, name: Optional[str] = None, max_children: Optional[int] = None) -> Explorer:
-    """An Explorer page for a GraphModule, a Graph (fxcpp or torch.fx) or an
-    ExportedProgram. Nodes are grouped by module; each group's layout comes
+    """An Explorer page for a GraphModule, a Graph (fxcpp or torch.fx), an
+    ExportedProgram, or a spec load() reads (a .fxpt or .pt2 file,
+    MODULE:CALLABLE). Nodes are grouped by module; each group's layout comes
     from the C++ core."""
+    if isinstance(obj, (str, os.PathLike)):
+        spec = os.fspath(obj)
+        obj = load(spec)
+        name = name or os.path.basename(spec)
     _check_size(obj)
     data = GraphData(obj, **({"max_children": max_children} if max_children else {}))
     data.collect()
@@ -139,6 +144,8 @@ def explore_diff(before, after, name: Optional[str] = None) -> Explorer:
     matched by name and structure (the C++ core's graph_diff), added,
     removed and changed nodes marked, groups containing changes flagged."""
     from fxcpp import _C
+    before = load(os.fspath(before)) if isinstance(before, (str, os.PathLike)) else before
+    after = load(os.fspath(after)) if isinstance(after, (str, os.PathLike)) else after
     _check_size(before)
     _check_size(after)
     b = GraphData(before)

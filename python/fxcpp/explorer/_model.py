@@ -268,46 +268,49 @@ class GraphData:
     # -- grouping -----------------------------------------------------------------
 
     def _infer_paths(self, paths: List[Optional[str]]) -> None:
-        """Nodes without module information (a functional add between two
-        modules' calls) go to the deeper of: the common group of their users,
-        the common group of their inputs (when one contains the other), else
-        the groups' common ancestor."""
-        known = [p is not None for p in paths]
-
-        def lcp(ps: List[str]) -> Optional[str]:
-            if not ps:
-                return None
-            atoms = ps[0].split(".") if ps[0] else []
-            for p in ps[1:]:
-                b = p.split(".") if p else []
-                k = 0
-                while k < len(atoms) and k < len(b) and atoms[k] == b[k]:
-                    k += 1
-                atoms = atoms[:k]
-            return ".".join(atoms)
-
+        """Nodes without module information (no nn_module_stack: fxcpp's and
+        torch.fx 1.13's tracers, lowered .fxpt graphs). An op reading
+        parameters belongs to the module owning them (a lowered graph's
+        aten.conv2d beside its get_attr weight); any other op to the module
+        that called its latest producer (a residual add or a relu after a
+        block's last batch norm joins that block; the flatten after avgpool
+        stays at the top): the producer's group, or, for a producer that is a
+        module's own op (a parameter reader), that module's parent; when
+        another producer's module (not the top) encloses that one, the
+        enclosing module (a block's add of its main path and its downsample
+        branch)."""
         n = len(paths)
-        up: List[Optional[str]] = [None] * n
-        for i in range(n - 1, -1, -1):
-            if known[i]:
-                continue
-            us = [paths[u] if known[u] else up[u] for u in self.users[i]]
-            up[i] = lcp([u for u in us if u is not None])
+        known = [p is not None for p in paths]
+        owned = [self.nodes[i].op == "call_module" for i in range(n)]
         for i in range(n):
             if known[i]:
                 continue
-            ins = [paths[j] for j in self.inputs[i] if paths[j] is not None and self.nodes[j].op != "placeholder"]
-            a, b = lcp(ins), up[i]
-            if a is None or b is None:
-                paths[i] = a if b is None else b
-            elif b == a or b.startswith(a + ".") or not a:
-                paths[i] = b
-            elif a.startswith(b + ".") or not b:
-                paths[i] = a
-            else:
-                paths[i] = lcp([a, b])
-            if paths[i] is None:
+            owners = sorted({paths[j] or "" for j in self.inputs[i] if self.nodes[j].op == "get_attr"})
+            if owners:
+                common = owners[0].split(".")
+                for o in owners[1:]:
+                    b = o.split(".")
+                    k = 0
+                    while k < len(common) and k < len(b) and common[k] == b[k]:
+                        k += 1
+                    common = common[:k]
+                paths[i] = ".".join(common)
+                owned[i] = bool(paths[i])
+                continue
+            prods = [j for j in self.inputs[i] if self.nodes[j].op not in ("get_attr", "placeholder")
+                     and paths[j] is not None]
+            if not prods:
                 paths[i] = ""
+                continue
+            def scope(j):
+                p = paths[j] or ""
+                return p.rpartition(".")[0] if owned[j] and self.nodes[j].op != "call_module" else p
+
+            latest = scope(max(prods))
+            # A producer in an enclosing module (not the top) wins: the add of
+            # a block's main path and its downsample branch is the block's.
+            outer = [q for q in (scope(j) for j in prods) if q and latest.startswith(q + ".")]
+            paths[i] = min(outer, key=len) if outer else latest
 
     def _build_groups(self) -> None:
         groups: List[_Group] = [_Group(0, "", "", -1, 0)]
