@@ -35,7 +35,9 @@ def browser():
         o.add_argument(a)
     o.binary_location = CHROMIUM
     o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    d = webdriver.Chrome(service=Service(DRIVER), options=o)
+    # Chromium never runs under the sanitizer runtimes a test process may preload.
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    d = webdriver.Chrome(service=Service(DRIVER, env=env), options=o)
     d.set_page_load_timeout(60)
     yield d
     d.quit()

@@ -268,7 +268,11 @@
   function showDetails(i) {
     var box = $('details');
     while (box.firstChild) box.removeChild(box.firstChild);
-    if (i < 0) { hel('p', 'hint', 'Click a node for its details; click a group to expand or fold it.', box); return; }
+    if (i < 0) {
+      hel('p', 'hint', 'Click a node for its details; click a group to expand or fold it. Keys: arrows pan, ' +
+          '+ and - zoom, 0 fits, / searches, Esc clears.', box);
+      return;
+    }
     hel('h3', null, N.name[i], box);
     var tbl = hel('table', null, undefined, box);
     var st = status(i);
