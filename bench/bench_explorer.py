@@ -18,7 +18,8 @@ Cases:
   page_expand_max_<graph>   the slowest of expanding each of the first 20 top-level groups (ms)
 
 Graphs: chain_branch (n nodes: a chain where every third step adds a relu branch back), resnet50
-(fxcpp.symbolic_trace), transformer (48 pre-norm blocks, attention written out, traced). dot runs are skipped
+(fxcpp.symbolic_trace), transformer (48 pre-norm blocks, attention written out, traced; 1,682
+nodes) and transformer_10k (290 such blocks, about 10,000 nodes). dot runs are skipped
 above --dot-max nodes or after 120 s.
 
 Usage: PYTHONPATH=build-214/pkg .venv/bin/python bench/bench_explorer.py [--quick|--full]
@@ -203,7 +204,8 @@ def main(argv=None):
     dot_max = args.dot_max or (2000 if not args.full else 10000)
     print(f"NOTE,explorer,torch {torch.__version__}; dot: {DOT or 'not installed'}", flush=True)
     graphs = [(f"chain_branch_{n}", lambda n=n: chain_branch(n)) for n in sizes]
-    graphs += [("resnet50", resnet50), ("transformer", transformer)]
+    graphs += [("resnet50", resnet50), ("transformer", transformer),
+               ("transformer_10k", lambda: transformer(290))]
     print(f"{'graph':<22}{'nodes':>8}{'fxcpp ms':>10}{'dot ms':>10}{'fxcpp X':>9}{'dot X':>8}"
           f"{'fxcpp area':>13}{'dot area':>13}")
     built = {}
@@ -234,7 +236,7 @@ def main(argv=None):
     browser = open_browser()
     if browser is not None:
         try:
-            for name in ("chain_branch_10000", "transformer", "resnet50"):
+            for name in ("chain_branch_10000", "transformer_10k", "transformer", "resnet50"):
                 if name in built:
                     page_times(built[name], name, browser)
         finally:

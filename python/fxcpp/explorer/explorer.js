@@ -8,7 +8,7 @@
   var SVGNS = 'http://www.w3.org/2000/svg';
   var PAD = 10, HDR = 22;
   var $ = function (id) { return document.getElementById(id); };
-  var D, N, G, nNodes, expanded, cache, placed, selected = -1, view = {x: 20, y: 20, s: 1};
+  var D, N, G, nNodes, expanded, cache, selected = -1, view = {x: 20, y: 20, s: 1};
   var matches = [], matchAt = -1, lastQuery = '';
   var timings = window.fxcppTimings = {};
 
@@ -106,52 +106,61 @@
   function status(i) { return D.diff ? D.diff.status[i] : 0; }
   var STATUS = ['', 'added', 'removed', 'changed'];
 
-  function drawLevel(g, ox, oy, parent) {
+  // Each level's drawing is a <g> in the level's own coordinates, cached with
+  // its composition: a click re-draws only the toggled group's ancestors'
+  // levels (their edges and boxes move) and reuses every other open level's
+  // subtree, so its cost does not grow with what is already open.
+  var levelDom = [], nodeEl = {};
+
+  function drawLevel(g) {
+    if (levelDom[g]) return levelDom[g];
     var c = compose(g), items = G[g].items, i;
-    var gEdges = el('g', {'class': 'edges'}, parent), gBoxes = el('g', {'class': 'boxes'}, parent);
+    var root = el('g', {'class': 'level', 'data-level': g});
+    var gEdges = el('g', {'class': 'edges'}, root), gBoxes = el('g', {'class': 'boxes'}, root);
     for (i = 0; i < c.edges.length; i++) {
       var ed = c.edges[i], E = ed.e, pts = ed.pts, d = 'M';
-      for (var k = 0; k < pts.length; k += 2) d += (k ? ' L' : '') + (pts[k] + ox).toFixed(1) + ' ' + (pts[k + 1] + oy).toFixed(1);
+      for (var k = 0; k < pts.length; k += 2) d += (k ? ' L' : '') + pts[k].toFixed(1) + ' ' + pts[k + 1].toFixed(1);
       var cls = 'edge' + (E[0] >= items.length || E[1] >= items.length ? ' port' : '') + (E[6] ? ' ' + STATUS[E[6]] : '');
       var path = el('path', {d: d, 'class': cls, 'marker-end': 'url(#arrow)'}, gEdges);
       if (E[2] > 1) path.setAttribute('stroke-width', Math.min(4, 1 + Math.log2(E[2])).toFixed(1));
       if (E[3] && E[1] < items.length && E[0] < items.length) {
-        var n = pts.length, t = el('text', {x: (pts[n - 2] + ox + 4).toFixed(1), y: (pts[n - 1] + oy - 6).toFixed(1),
+        var n = pts.length, t = el('text', {x: (pts[n - 2] + 4).toFixed(1), y: (pts[n - 1] - 6).toFixed(1),
                                              'class': 'elabel'}, gEdges);
         t.textContent = E[3];
       }
     }
+    var used = {};
+    for (i = 0; i < G[g].lay.edges.length; i++) { used[G[g].lay.edges[i][0]] = 1; used[G[g].lay.edges[i][1]] = 1; }
     for (i = 0; i < items.length + 2; i++) {
-      var r = c.rect[i], x = r[0] + ox, y = r[1] + oy;
+      var r = c.rect[i];
       if (i >= items.length) {
-        var used = false;
-        for (var q = 0; q < G[g].lay.edges.length && !used; q++) used = G[g].lay.edges[q][0] === i || G[g].lay.edges[q][1] === i;
-        if (used && g !== 0) el('circle', {cx: x + r[2] / 2, cy: y + r[3] / 2, r: 3, 'class': 'portdot'}, gBoxes);
+        if (used[i] && g !== 0) el('circle', {cx: r[0] + r[2] / 2, cy: r[1] + r[3] / 2, r: 3, 'class': 'portdot'}, gBoxes);
         continue;
       }
       var ref = items[i];
-      if (ref >= 0) drawNode(ref, x, y, r, gBoxes);
-      else drawGroup(-ref - 1, x, y, r, gBoxes);
+      if (ref >= 0) drawNode(ref, r, gBoxes);
+      else drawGroup(-ref - 1, r, gBoxes);
     }
+    return (levelDom[g] = root);
   }
 
-  function drawNode(i, x, y, r, parent) {
+  function drawNode(i, r, parent) {
     var st = status(i);
     var gr = el('g', {'class': 'node op-' + N.op[i] + (st ? ' ' + STATUS[st] : '') + (i === selected ? ' selected' : ''),
-                      'data-node': i, transform: 'translate(' + x.toFixed(1) + ',' + y.toFixed(1) + ')'}, parent);
+                      'data-node': i, transform: 'translate(' + r[0].toFixed(1) + ',' + r[1].toFixed(1) + ')'}, parent);
     el('rect', {width: r[2], height: r[3], rx: 4}, gr);
     var t1 = el('text', {x: 8, y: 14, 'class': 'name'}, gr); t1.textContent = N.label[i];
     var t2 = el('text', {x: 8, y: 28, 'class': 'sub'}, gr); t2.textContent = N.sub[i];
     var tt = el('title', {}, gr); tt.textContent = N.name[i] + '\n' + N.op[i] + ' ' + N.target[i] + (N.shape[i] ? '\n' + N.shape[i] + ' ' + N.dtype[i] : '');
-    placed.node[i] = [x, y, r[2], r[3]];
+    nodeEl[i] = gr;
   }
 
   function changesIn(g) { return D.diff ? D.diff.gchanges[g] : 0; }
 
-  function drawGroup(g, x, y, r, gBoxes) {
+  function drawGroup(g, r, gBoxes) {
     var grp = G[g], open = !!expanded[g], ch = changesIn(g);
     var gr = el('g', {'class': 'group' + (open ? ' open' : ' folded') + (ch ? ' haschanges' : ''),
-                      'data-group': g, transform: 'translate(' + x.toFixed(1) + ',' + y.toFixed(1) + ')'}, gBoxes);
+                      'data-group': g, transform: 'translate(' + r[0].toFixed(1) + ',' + r[1].toFixed(1) + ')'}, gBoxes);
     el('rect', {width: r[2], height: r[3], rx: 6}, gr);
     var t1 = el('text', {x: 10, y: open ? 15 : 16, 'class': 'name'}, gr);
     t1.textContent = (open ? '\u25be ' : '\u25b8 ') + grp.label;
@@ -164,22 +173,46 @@
       b.textContent = '\u0394' + ch;
     }
     var tt = el('title', {}, gr); tt.textContent = (grp.path || '(root)') + (grp.type ? ' (' + grp.type + ')' : '') + ': ' + grp.count + ' nodes';
-    placed.group[g] = [x, y, r[2], r[3]];
-    if (open) drawLevel(g, x + PAD, y + HDR + PAD, el('g', {'class': 'level'}, gBoxes));
+    if (open) {
+      // The open group's own level, reused when it is cached; a wrapper
+      // carries the offset so that the level keeps its local coordinates.
+      var wrap = el('g', {transform: 'translate(' + (r[0] + PAD).toFixed(1) + ',' + (r[1] + HDR + PAD).toFixed(1) + ')'},
+                    gBoxes);
+      wrap.appendChild(drawLevel(g));
+    }
+  }
+
+  // Where item `ref` (node i >= 0, group -(g+1)) is in drawing coordinates.
+  function absRect(ref) {
+    var g = ref >= 0 ? N.group[ref] : G[-ref - 1].parent, local = null, ox = 0, oy = 0, cur = ref;
+    while (g >= 0) {
+      var idx = G[g].items.indexOf(cur), r = compose(g).rect[idx];
+      if (!local) local = [r[0], r[1], r[2], r[3]];
+      else { ox += r[0] + PAD; oy += r[1] + HDR + PAD; }
+      cur = -(g + 1);
+      g = G[g].parent;
+    }
+    return local ? [local[0] + ox, local[1] + oy, local[2], local[3]] : [0, 0, 0, 0];
   }
 
   function render() {
     var t0 = performance.now();
     var vp = $('viewport');
     while (vp.firstChild) vp.removeChild(vp.firstChild);
-    placed = {node: {}, group: {}};
-    drawLevel(0, 0, 0, vp);
+    for (var g = 0; g < G.length; g++) if (!cache[g]) levelDom[g] = null;
+    vp.appendChild(drawLevel(0));
     applyView();
     var c = compose(0);
     $('stats').textContent = nNodes + ' nodes, ' + G.length + ' groups; drawing ' + Math.round(c.w) + '\u00d7' + Math.round(c.h);
     timings.lastRender = performance.now() - t0;
     syncOutline();
     return timings.lastRender;
+  }
+
+  function setSelected(i) {
+    if (selected >= 0 && nodeEl[selected]) nodeEl[selected].classList.remove('selected');
+    selected = i;
+    if (i >= 0 && nodeEl[i]) nodeEl[i].classList.add('selected');
   }
 
   // ---- view -----------------------------------------------------------------
@@ -220,8 +253,6 @@
     invalidate(g);
     render();
     timings.lastToggle = performance.now() - t0;
-    var r = placed.group[g];
-    return r;
   }
 
   function reveal(i) {
@@ -234,10 +265,9 @@
   }
 
   function select(i, jump) {
-    selected = i;
-    if (i >= 0) reveal(i);
-    render();
-    if (i >= 0 && jump && placed.node[i]) centreOn(placed.node[i]);
+    if (i >= 0 && reveal(i)) render();
+    setSelected(i);
+    if (i >= 0 && jump) centreOn(absRect(i));
     showDetails(i);
   }
 
@@ -334,7 +364,7 @@
             while (g2 > 0) { if (!expanded[g2]) { expanded[g2] = true; invalidate(g2); } g2 = G[g2].parent; }
             if (!expanded[c]) { expanded[c] = true; invalidate(c); }
             render();
-            if (placed.group[c]) centreOn(placed.group[c]);
+            centreOn(absRect(-(c + 1)));
           });
         })(c);
         outlineItems[c] = a;
@@ -383,7 +413,7 @@
       var g = +t.getAttribute('data-group');
       if (expanded[g] && ev.target.closest('text') === null && ev.offsetY !== undefined) {
         // A click inside an open group's body (not its header) does nothing.
-        var r = placed.group[g], y = (ev.offsetY - view.y) / view.s - r[1];
+        var r = absRect(-(g + 1)), y = (ev.offsetY - view.y) / view.s - r[1];
         if (y > HDR) return;
       }
       toggle(g);
@@ -423,7 +453,7 @@
     });
     $('fitbtn').addEventListener('click', fit);
     $('foldbtn').addEventListener('click', function () {
-      expanded = new Array(G.length); expanded[0] = true; cache = new Array(G.length); render(); fit();
+      expanded = new Array(G.length); expanded[0] = true; cache = new Array(G.length); levelDom = []; render(); fit();
     });
     document.body.setAttribute('data-ready', '1');
   }
