@@ -77,6 +77,16 @@ class Explorer:
         from ._svg import to_svg
         return to_svg(self.data, self.name, self.diff, expand)
 
+    def show(self) -> None:
+        """Displays the page in Jupyter (IPython.display); elsewhere raises
+        RuntimeError saying to save() it and open the file."""
+        try:
+            from IPython.display import HTML, display
+        except ImportError:
+            raise RuntimeError("Explorer.show() needs IPython (Jupyter); outside it, save(path) and open the file "
+                               "in a browser") from None
+        display(HTML(self._repr_html_()))
+
     def _repr_html_(self) -> str:
         return ('<iframe style="width:100%;height:640px;border:1px solid #ccc" sandbox="allow-scripts" '
                 f'srcdoc="{html.escape(self.html, quote=True)}"></iframe>')
