@@ -261,3 +261,12 @@ def test_fxpt_file_groups_lowered_ops(tmp_path):
     conv = d["nodes"]["target"].index("aten.conv2d.default")
     assert d["groups"][grp[conv]]["path"] == "conv1"
     assert "float32" in {d["nodes"]["dtype"][i] for i in range(len(names))}
+
+
+def test_diff_fxcpp_against_torch_fx():
+    """fxcpp's trace against torch.fx's of the same model: the same graph."""
+    m = torchvision.models.mobilenet_v3_small().eval()
+    page = explore_diff(torch.fx.symbolic_trace(m), fxcpp.symbolic_trace(m))
+    s = page.summary
+    assert (s["added"], s["removed"], s["changed"]) == (0, 0, 0)
+    assert s["matched_by_name"] + s["matched_by_structure"] == len(fxcpp.symbolic_trace(m).graph.nodes)
