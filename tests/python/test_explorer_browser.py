@@ -137,6 +137,12 @@ def test_diff_resnet18_conv_bn_folding(browser, tmp_path):
     assert names("removed") == bns
     assert names("changed") == convs
     assert names("added") == []
+    b.find_element(By.ID, "search").send_keys("layer2_0_conv1\n")
+    assert b.find_element(By.CSS_SELECTOR, "#details td[data-key=diff]").text == \
+        "changed: module configuration or parameters differ"
+    b.find_element(By.ID, "search").clear()
+    b.find_element(By.ID, "search").send_keys("layer2_0_bn1\n")
+    assert b.find_element(By.CSS_SELECTOR, "#details td[data-key=diff]").text == "removed"
     b.execute_script("fxcppExplorer.toggle('layer1'); fxcppExplorer.toggle('layer1')")
     _shot(b, "resnet18_diff")
     assert _errors(b) == []

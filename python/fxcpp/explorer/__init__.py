@@ -179,6 +179,10 @@ def explore_diff(before, after, name: Optional[str] = None) -> Explorer:
             status.append(1)
         else:
             status.append(3 if changed[i] else 0)
+    why: List[str] = [""] * len(u.nodes)
+    for i in range(na):
+        if status[i] == 3:
+            why[i] = _why_changed(b, a2b[i], a, i, b2a)
     u.layout()
     gchanges = [0] * len(u.groups)
     for i, s in enumerate(status):
@@ -189,5 +193,23 @@ def explore_diff(before, after, name: Optional[str] = None) -> Explorer:
                 g = u.groups[g].parent
     summary = {"added": counts["added"], "removed": counts["removed"], "changed": counts["changed"],
                "matched_by_name": counts["matched_by_name"], "matched_by_structure": counts["matched_by_structure"]}
-    diff = {"status": status, "summary": summary, "gchanges": gchanges}
+    diff = {"status": status, "summary": summary, "gchanges": gchanges, "why": why}
     return Explorer(u, name or f"{_name_of(before, 'before')} \u2192 {_name_of(after, 'after')}", diff)
+
+
+def _why_changed(b: GraphData, u: int, a: GraphData, v: int, b2a) -> str:
+    """What differs between before-node u and after-node v, in words."""
+    from ._model import _template
+    out = []
+    if b.node_kind(u) != a.node_kind(v):
+        out.append(f"was {b.node_kind(u)}")
+    if _template(b.args[u]) != _template(a.args[v]) or _template(b.kwargs[u]) != _template(a.kwargs[v]):
+        out.append("constant arguments differ")
+    if a.nodes[v].op in ("call_module", "get_attr") and b.node_detail(u) != a.node_detail(v) and \
+            not out:
+        out.append("module configuration or parameters differ")
+    ins_b = [b2a[j] for j in b.inputs_all[u]]
+    ins_a = a.inputs_all[v]
+    if any(x is not None and (k >= len(ins_a) or ins_a[k] != x) for k, x in enumerate(ins_b)):
+        out.append("reads other nodes")
+    return "; ".join(out) or "changed"

@@ -306,7 +306,7 @@
     hel('h3', null, N.name[i], box);
     var tbl = hel('table', null, undefined, box);
     var st = status(i);
-    if (st) row(tbl, 'diff', STATUS[st]);
+    if (st) row(tbl, 'diff', STATUS[st] + (st === 3 && D.diff.why && D.diff.why[i] ? ': ' + D.diff.why[i] : ''));
     row(tbl, 'opcode', N.op[i]);
     row(tbl, 'target', N.target[i]);
     row(tbl, 'args', function (td) { segments(N.args[i], td); });
