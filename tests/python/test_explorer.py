@@ -270,3 +270,23 @@ def test_diff_fxcpp_against_torch_fx():
     s = page.summary
     assert (s["added"], s["removed"], s["changed"]) == (0, 0, 0)
     assert s["matched_by_name"] + s["matched_by_structure"] == len(fxcpp.symbolic_trace(m).graph.nodes)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.text(max_size=40), value=st.text(max_size=60))
+def test_any_text_round_trips_as_data(name, value):
+    """Whatever a title or an argument holds (markup, quotes, lone surrogates,
+    U+2028), the embedded data has no '<' and parses back to the same text."""
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    g.output(g.call_function(torch.relu, (x,), {"k": value}))
+    page = explore(g, name=name)
+    body = page.html.split('id="fxcpp-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in body and ">" not in body
+    d = _data(page)
+    assert d["name"] == (name or "graph")
+    segs = d["nodes"]["kwargs"][1]
+    assert "".join(s for s in segs if isinstance(s, str)) == "{k: " + repr(value) + "}"
