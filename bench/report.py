@@ -33,6 +33,7 @@ SUITE_TITLES = OrderedDict([
     ("runtime", "LibTorch runtime against ATen, TorchScript, Static Runtime, torch.fx and eager "
                 "(bench/bench_runtime.py)"),
     ("toolbox", "torch.fx toolbox: split_module, const_fold, fuse, partitioner (bench/bench_toolbox.py)"),
+    ("explorer", "Graph explorer: the core's layout vs Graphviz dot, the page in Chromium (bench/bench_explorer.py)"),
 ])
 
 # The targets. kind: "speedup" (torch.fx / fxcpp >= bound),
@@ -280,6 +281,13 @@ def _suite_table(rows, suite):
         return "\n".join([head] + body)
     if suite == "runtime":
         return runtime_tables(rs)
+    if suite == "explorer":
+        head = "| case | nodes | fxcpp | Graphviz dot | unit |\n|---|---:|---:|---:|---|"
+
+        def num(v):
+            return "–" if v is None else (f"{v:,.0f}" if abs(v) >= 100 else f"{v:.2f}")
+        body = [f"| {r['case']} | {r['size']:,} | {num(r['fxcpp'])} | {num(r['torchfx'])} | {r['unit']} |" for r in rs]
+        return "\n".join([head] + body)
     head = "| case | N | fxcpp / node | torch.fx / node | speedup |\n|---|---:|---:|---:|---:|"
     body = [f"| {r['case']} | {_size(r['size'])} | {_val(r['fxcpp'], r['unit'])} | {_val(r['torchfx'], r['unit'])} "
             f"| {_ratio(r)} |" for r in rs]

@@ -59,16 +59,17 @@ RESULTS = os.path.join(HERE, "results")
 CORE_BENCH = os.path.join(os.environ.get("FXCPP_BUILD_DIR") or os.path.join(REPO, "build"), "fxcpp_core_bench")
 CORE_REPETITIONS = 5
 PY_SUITES = [("graph_api", "bench_graph_api.py"), ("trace", "bench_trace.py"), ("transform", "bench_transform.py"),
-             ("runtime", "bench_runtime.py"), ("toolbox", "bench_toolbox.py")]
+             ("runtime", "bench_runtime.py"), ("toolbox", "bench_toolbox.py"),
+             ("explorer", "bench_explorer.py")]
 CSV_FIELDS = ["suite", "case", "size", "unit", "fxcpp", "torchfx", "speedup", "torch"]
 
 # Per-suite wall-clock limits (seconds): quick mode takes about 3 minutes in all on 2 cores with
 # torch 1.13, more with torch 2.14 (its torch.fx is slower in graph_api's GraphModule cases and its
 # partitioner's proposal on the 1e4 chain takes about a minute).
 TIMEOUTS = {"quick": {"core_cpp": 60, "graph_api": 120, "trace": 90, "transform": 45, "runtime": 90,
-                       "toolbox": 240},
+                       "toolbox": 240, "explorer": 120},
             "full": {"core_cpp": 150, "graph_api": 600, "trace": 180, "transform": 600, "runtime": 300,
-                      "toolbox": 900}}
+                      "toolbox": 900, "explorer": 600}}
 
 # Google Benchmark name -> graph_api case of the same operation (for side-by-side rows).
 CPP_CASES = {"Build": "build", "GraphCopy": "graph_copy", "Dce": "dce", "ReplaceAllUsesWith": "rauw",
@@ -346,7 +347,7 @@ def main(argv=None):
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="small sizes, < 2 minutes (default)")
     mode.add_argument("--full", action="store_true", help="all sizes, < 15 minutes")
-    ap.add_argument("--only", help="comma-separated suites: core_cpp,graph_api,trace,transform,runtime,toolbox "
+    ap.add_argument("--only", help="comma-separated suites: core_cpp,graph_api,trace,transform,runtime,toolbox,explorer "
                                    "(their rows replace those in the previous latest.csv)")
     ap.add_argument("--no-report", action="store_true", help="write the CSV only")
     ap.add_argument("--results", metavar="DIR", default=RESULTS,

@@ -33,3 +33,16 @@ __all__ = [
     "symbolic_trace", "Tracer", "wrap", "PH", "ProxyableClassMeta", "Graph", "CodeGen", "GraphModule", "Node",
     "map_arg", "Proxy", "Interpreter", "Transformer", "replace_pattern", "from_torch_fx", "to_torch_fx",
 ]
+
+
+def explore(obj, name=None, **kwargs):
+    """The graph explorer's page for a GraphModule, Graph or ExportedProgram
+    (fxcpp.explorer.explore; imported on first use)."""
+    from .explorer import explore as _explore
+    return _explore(obj, name, **kwargs)
+
+
+def explore_diff(before, after, name=None):
+    """The graph explorer's before/after page (fxcpp.explorer.explore_diff)."""
+    from .explorer import explore_diff as _explore_diff
+    return _explore_diff(before, after, name)

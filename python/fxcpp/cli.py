@@ -2,6 +2,8 @@
 
     fxcpp show MODULE:CALLABLE [--format code|graph|table|dot] [--input-shape 1,3,224,224] [-o FILE]
     fxcpp show FILE.fxpt [--format ...]
+    fxcpp show MODULE:CALLABLE --format html|svg|png -o FILE   (the graph explorer)
+    fxcpp show --diff BEFORE AFTER -o diff.html
     fxcpp export MODULE:CALLABLE --input-shape 1,3,224,224 -o FILE.fxpt
     fxcpp run FILE.fxpt --input-shape 1,3,224,224 [--repeat N]
     fxcpp bench [--quick | --full] [...]
@@ -536,7 +538,87 @@ def _leaves(value, path):
         yield path, value
 
 
+def _concrete_args(args) -> Optional[Dict[str, Any]]:
+    if not args.concrete_args:
+        return None
+    try:
+        concrete = json.loads(args.concrete_args)
+    except json.JSONDecodeError as e:
+        raise CliError(f"bad --concrete-args: not JSON ({e.msg})",
+                       "for example --concrete-args '{\"flag\": true}'", EXIT_USAGE)
+    if not isinstance(concrete, dict):
+        raise CliError("bad --concrete-args: expected a JSON object {\"arg\": value, ...}", None, EXIT_USAGE)
+    return concrete
+
+
+def _explore_target(spec: str, args):
+    """The graph `fxcpp show --format html/svg/png` draws: a .fxpt or .pt2 file, or a
+    traced MODULE:CALLABLE (with shapes when --input-shape is given)."""
+    if spec.endswith(".pt2"):
+        import torch
+        if not hasattr(torch, "export"):
+            raise CliError(f"cannot read {spec}: .pt2 files need torch.export (torch 2.x)")
+        if not os.path.isfile(spec):
+            raise CliError(f"no such file: {spec}")
+        try:
+            return torch.export.load(spec)
+        except Exception as e:  # noqa: BLE001 -- a foreign file
+            raise CliError(f"cannot load {spec}: {type(e).__name__}: {_first_line(e)}")
+    if _is_fxpt(spec):
+        return _load_fxpt(spec, "python", args.trusted)
+    concrete = _concrete_args(args)
+    shape = parse_shape(args.input_shape) if args.input_shape else None
+    model = instantiate(load_callable(spec), spec)
+    gm = trace(model, spec, concrete, args.leaf_module or ())
+    if shape is not None:
+        propagate_shapes(gm, shape)
+    return gm
+
+
+def cmd_explore(args) -> int:
+    from fxcpp import explorer
+    fmt = args.format if args.format in ("html", "svg", "png") else "html"
+    if args.diff:
+        if not args.other:
+            raise CliError("--diff needs two graphs: fxcpp show --diff BEFORE AFTER", None, EXIT_USAGE)
+        page = explorer.explore_diff(_explore_target(args.target, args), _explore_target(args.other, args),
+                                     name=f"{args.target} \u2192 {args.other}")
+        s = page.summary
+        print(f"fxcpp: diff: {s['added']} added, {s['removed']} removed, {s['changed']} changed", file=sys.stderr)
+    else:
+        if args.other:
+            raise CliError(f"unexpected second graph {args.other!r}", "compare two graphs with --diff", EXIT_USAGE)
+        try:
+            page = explorer.explore(_explore_target(args.target, args), name=args.target)
+        except ValueError as e:
+            raise CliError(str(e))
+    if fmt == "html":
+        text = page.html
+    else:
+        text = page.svg(expand=args.expand)
+    if fmt == "png":
+        if not args.output:
+            raise CliError("--format png needs -o FILE.png", None, EXIT_USAGE)
+        try:
+            from fxcpp.explorer._svg import to_png
+            to_png(text, args.output)
+        except ImportError:
+            raise CliError("--format png needs the cairosvg package, which is not installed",
+                           "pip install cairosvg, or write an SVG with --format svg (browsers and most viewers "
+                           "open it)")
+        print(f"fxcpp: wrote {args.output}", file=sys.stderr)
+        return 0
+    if args.output:
+        _write(args.output, text)
+        print(f"fxcpp: wrote {args.output}", file=sys.stderr)
+    else:
+        _flush_stdout(text)
+    return 0
+
+
 def cmd_show(args) -> int:
+    if args.format in ("html", "svg", "png") or args.diff or args.other:
+        return cmd_explore(args)
     if _is_fxpt(args.target):
         gm = _load_fxpt(args.target, "python", args.trusted)
         if args.format == "code":
@@ -554,15 +636,7 @@ def cmd_show(args) -> int:
         return 0
     if args.input_shape:
         shape = parse_shape(args.input_shape)
-    concrete = None
-    if args.concrete_args:
-        try:
-            concrete = json.loads(args.concrete_args)
-        except json.JSONDecodeError as e:
-            raise CliError(f"bad --concrete-args: not JSON ({e.msg})",
-                           "for example --concrete-args '{\"flag\": true}'", EXIT_USAGE)
-        if not isinstance(concrete, dict):
-            raise CliError("bad --concrete-args: expected a JSON object {\"arg\": value, ...}", None, EXIT_USAGE)
+    concrete = _concrete_args(args)
     obj = load_callable(args.target)
     model = instantiate(obj, args.target)
     gm = trace(model, args.target, concrete, args.leaf_module or ())
@@ -648,9 +722,16 @@ def build_parser() -> argparse.ArgumentParser:
                                    "it takes `weights`), or a function of tensors.",
                        epilog=f"example: fxcpp show {_EXAMPLE} --format table --input-shape 1,3,224,224")
     s.add_argument("target", metavar="MODULE:CALLABLE", help=f"what to trace, e.g. {_EXAMPLE}; or a .fxpt file")
-    s.add_argument("--format", "-f", choices=["code", "graph", "table", "dot"], default="code",
+    s.add_argument("other", nargs="?", metavar="AFTER", help="with --diff: the graph to compare TARGET with")
+    s.add_argument("--format", "-f", choices=["code", "graph", "table", "dot", "html", "svg", "png"], default="code",
                    help="code: generated Python (default); graph: the IR as text; table: one row per node; "
-                        "dot: Graphviz DOT (from the C++ core)")
+                        "dot: Graphviz DOT (from the C++ core); html: the interactive explorer page (folded by "
+                        "module; self-contained); svg/png: its drawing as a picture (png needs cairosvg)")
+    s.add_argument("--diff", action="store_true",
+                   help="compare two graphs: fxcpp show --diff BEFORE AFTER -o diff.html (added, removed and "
+                        "changed nodes marked; also .fxpt/.pt2 files)")
+    s.add_argument("--expand", type=int, default=0, metavar="DEPTH",
+                   help="svg/png: open groups down to this depth (default 0: top-level groups folded)")
     s.add_argument("--input-shape", metavar="D0,D1,...",
                    help="run the traced model on torch.randn(shape) and show each node's output shape "
                         "(table and dot formats)")

@@ -318,6 +318,8 @@ int init_code(PyObject* m);
 int init_trace(PyObject* m);
 /// Module functions of the torch.fx toolbox passes, split_module (toolbox_bindings.cpp).
 int init_toolbox(PyObject* m);
+/// The graph explorer's layout and diff (explorer_bindings.cpp).
+int init_explorer(PyObject* m);
 /// The core graph of a fxcpp.Graph object (borrowed), or null with TypeError set.
 Graph* core_graph_of(PyObject* graph);
 

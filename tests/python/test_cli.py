@@ -353,7 +353,9 @@ def test_error_bad_options(workdir, tmp_path):
                        "running the traced model on an input of shape (2, 5) failed at node lin", code=1)
     assert_clean_error(run(workdir, "show", "mymodels:Small", "--concrete-args", "{oops"),
                        "bad --concrete-args", code=2)
-    assert_clean_error(run(workdir, "show", "mymodels:Small", "--format", "svg"), "invalid choice", code=2)
+    assert_clean_error(run(workdir, "show", "mymodels:Small", "--format", "jpeg"), "invalid choice", code=2)
+    assert_clean_error(run(workdir, "show", "mymodels:Small", "--format", "html", "--concrete-args", "{oops"),
+                       "bad --concrete-args", code=2)
     assert_clean_error(run(workdir, "show", "mymodels:Small", "-o", str(tmp_path / "no" / "such" / "x.py")),
                        "cannot write", code=1)
     if HAVE_DOT:

@@ -1,0 +1,292 @@
+"""The graph explorer (issue 22) without a browser: grouping, the embedded data,
+hostile names, cycles and erased nodes, the diff against torch.fx's own fuse,
+and the CLI. The page itself is driven in Chromium by test_explorer_browser.py."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.fx
+
+import fxcpp
+from fxcpp import _C
+from fxcpp.explorer import explore, explore_diff
+from fxcpp.passes.shape_prop import ShapeProp
+
+torchvision = pytest.importorskip("torchvision")
+
+
+def _data(page):
+    m = re.search(r'<script type="application/json" id="fxcpp-data">(.*?)</script>', page.html, re.S)
+    assert m, "the page embeds its data"
+    return json.loads(m.group(1))
+
+
+def _group_paths(d, parent=0):
+    return [d["groups"][-r - 1]["path"] for r in d["groups"][parent]["items"] if r < 0]
+
+
+@pytest.fixture(scope="module")
+def resnet50():
+    m = torchvision.models.resnet50().eval()
+    gm = fxcpp.symbolic_trace(m)
+    ShapeProp(gm).propagate(torch.randn(1, 3, 224, 224))
+    return gm
+
+
+def test_page_is_self_contained(resnet50):
+    page = explore(resnet50)
+    html = page.html
+    assert "<script src" not in html and "<link" not in html and "http://" not in html.replace(
+        "http://www.w3.org/2000/svg", "")
+    assert "https://" not in html
+    d = _data(page)
+    assert len(d["nodes"]["name"]) == len(resnet50.graph.nodes)
+    # The top level: the stem, the four stages, the head; each stage a group.
+    assert _group_paths(d) == ["layer1", "layer2", "layer3", "layer4"]
+    layer3 = next(i for i, g in enumerate(d["groups"]) if g["path"] == "layer3")
+    assert _group_paths(d, layer3) == [f"layer3.{k}" for k in range(6)]
+    # Every node is in exactly one group's items.
+    items = [r for g in d["groups"] for r in g["items"] if r >= 0]
+    assert sorted(items) == list(range(len(resnet50.graph.nodes)))
+
+
+def test_functional_nodes_join_their_block(resnet50):
+    d = _data(explore(resnet50))
+    names = d["nodes"]["name"]
+    g = d["nodes"]["group"][names.index("add")]  # layer1.0's residual add (no module of its own)
+    assert d["groups"][g]["path"] == "layer1.0"
+    assert d["groups"][d["nodes"]["group"][names.index("flatten")]]["path"] == ""
+
+
+def test_edges_carry_shapes(resnet50):
+    d = _data(explore(resnet50))
+    labels = {e[3] for g in d["groups"] for e in g["lay"]["edges"]}
+    assert "[1, 1024, 14, 14] float32" in labels
+
+
+def test_layouts_come_from_the_core():
+    """The page's per-group layout is _C._layout's for the group's boxes and bundled edges."""
+    gm = fxcpp.symbolic_trace(torchvision.models.resnet18())
+    page = explore(gm)
+    d = _data(page)
+    root = d["groups"][0]
+    n = len(root["items"]) + 2
+    ws = [page.data.size[r][0] for r in root["items"]] + [12, 12]
+    hs = [page.data.size[r][1] for r in root["items"]] + [6, 6]
+    edges = root["lay"]["edges"]
+    ref = _C._layout(ws, hs, [e[0] for e in edges], [e[1] for e in edges])
+    assert root["lay"]["layer"] == ref["box_layer"]
+    assert root["lay"]["bx"] == [round(x, 1) for x in ref["boxes"]]
+    assert len(ref["boxes"]) == 4 * n
+
+
+def test_torch_fx_graph_and_nn_module_stack():
+    """A torch.fx GraphModule: groups from nn_module_stack where torch.fx records it."""
+    m = torchvision.models.resnet18().eval()
+    gm = torch.fx.symbolic_trace(m)
+    d = _data(explore(gm))
+    assert _group_paths(d) == ["layer1", "layer2", "layer3", "layer4"]
+    d2 = _data(explore(gm.graph))
+    assert len(d2["nodes"]["name"]) == len(gm.graph.nodes)
+
+
+@pytest.mark.skipif(not hasattr(torch, "export"), reason="torch.export needs torch 2.x")
+def test_exported_program():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+
+        def forward(self, x):
+            return self.block(x) + 1
+
+    ep = torch.export.export(M(), (torch.randn(3, 4),))
+    d = _data(explore(ep))
+    assert "block" in _group_paths(d)
+    assert any(s == "[3, 2]" for s in d["nodes"]["shape"])
+
+
+def test_hostile_names_are_data():
+    evil = '</script><script>window.pwned=1</script><img src=x onerror=alert(1)>&amp;'
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    y = g.call_function(torch.relu, (x,), {"note": evil})
+    g.output(y)
+    page = explore(g, name=evil)
+    html = page.html
+    # The data element is closed once, by the page itself; no tag from the graph survives.
+    assert html.count("</script>") == 2
+    assert "<img" not in html and "onerror=alert" not in html.split('id="fxcpp-data">')[1].split("</script>")[0] \
+        or "\\u003cimg" in html
+    d = _data(page)
+    assert d["name"] == evil
+    assert evil in "".join(s for s in d["nodes"]["kwargs"][1] if isinstance(s, str))
+    assert "iframe" in page._repr_html_() and "&lt;/script&gt;" in page._repr_html_()
+
+
+def test_cycle_and_erased_node():
+    g = fxcpp.Graph()
+    x = g.placeholder("x")
+    a = g.call_function(torch.relu, (x,))
+    b = g.call_function(torch.neg, (a,))
+    c = g.call_function(torch.sigmoid, (b,))
+    g.output(c)
+    a.args = (c,)  # a cycle a -> b -> c -> a made by hand
+    d = _data(explore(g))
+    edges = d["groups"][0]["lay"]["edges"]
+    assert sum(e[5] for e in edges) == 1  # one edge reversed to break the cycle
+    # An erased node that a live node still names (by hand, through torch.fx).
+    tg = torch.fx.Graph()
+    tx = tg.placeholder("x")
+    ta = tg.call_function(torch.relu, (tx,))
+    tb = tg.call_function(torch.neg, (ta,))
+    tg.output(tb)
+    ta.users.clear()
+    tg.erase_node(ta)
+    d = _data(explore(tg))
+    assert "relu" not in d["nodes"]["name"]
+    assert any("not in this graph" in s for s in d["nodes"]["args"][1] if isinstance(s, str))
+
+
+def test_large_flat_graph_is_chunked():
+    g = fxcpp.Graph()
+    v = g.placeholder("x")
+    for i in range(3000):
+        v = g.call_function(torch.relu if i % 2 else torch.neg, (v,))
+    g.output(v)
+    page = explore(g, max_children=50)
+    d = _data(page)
+    assert max(len(grp["items"]) for grp in d["groups"]) <= 50
+    assert len(_group_paths(d)) <= 50
+    assert sorted(r for grp in d["groups"] for r in grp["items"] if r >= 0) == list(range(3002))
+    assert page.svg().startswith("<svg")
+
+
+def _fold_bn(model):
+    from torch.fx.experimental.optimization import fuse
+    return fuse(model)
+
+
+def test_diff_conv_bn_folding():
+    """Before/after torch.fx's conv-bn fuse: exactly the batch norms removed,
+    exactly the convolutions changed (their parameters), nothing added."""
+    m = torchvision.models.resnet18().eval()
+    before = torch.fx.symbolic_trace(m)
+    after = _fold_bn(m)
+    page = explore_diff(before, after)
+    st = page.diff["status"]
+    names = [n.name for n in page.data.nodes]
+    mods = dict(before.named_modules())
+    bns = sorted(n.name for n in before.graph.nodes
+                 if n.op == "call_module" and isinstance(mods[n.target], torch.nn.BatchNorm2d))
+    convs = sorted(n.name for n in before.graph.nodes
+                   if n.op == "call_module" and isinstance(mods[n.target], torch.nn.Conv2d))
+    assert sorted(names[i] for i, s in enumerate(st) if s == 2) == bns
+    assert sorted(names[i] for i, s in enumerate(st) if s == 3) == convs
+    assert not any(s == 1 for s in st)
+    assert page.summary["removed"] == len(bns) and page.summary["changed"] == len(convs)
+    d = _data(page)
+    layer3 = next(i for i, g in enumerate(d["groups"]) if g["path"] == "layer3")
+    assert d["diff"]["gchanges"][layer3] > 0
+
+
+def test_diff_matches_renamed_nodes_by_structure():
+    def f(x):
+        return torch.sigmoid(torch.relu(x) + 1)
+
+    a = fxcpp.symbolic_trace(f)
+    b = fxcpp.symbolic_trace(f)
+    for i, n in enumerate(b.graph.nodes):
+        if n.op == "call_function":
+            n.name = f"renamed_{i}"
+    page = explore_diff(a, b)
+    assert page.summary["added"] == page.summary["removed"] == page.summary["changed"] == 0
+    assert page.summary["matched_by_structure"] == 3
+
+
+def _cli(*args, cwd):
+    env = dict(os.environ)
+    return subprocess.run([sys.executable, "-m", "fxcpp", *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=300)
+
+
+def test_cli_html_svg_png_and_diff(tmp_path):
+    r = _cli("show", "torchvision.models:resnet18", "--format", "html", "--input-shape", "1,3,224,224",
+             "-o", str(tmp_path / "g.html"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "[1, 512, 7, 7]" in (tmp_path / "g.html").read_text()
+    r = _cli("show", "torchvision.models:resnet18", "--format", "svg", "--expand", "1", "-o", str(tmp_path / "g.svg"),
+             cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    svg = (tmp_path / "g.svg").read_text()
+    assert svg.startswith("<svg") and "layer1_0_conv1" not in svg and "\u25be layer1" in svg
+    r = _cli("show", "torchvision.models:resnet18", "--format", "png", "-o", str(tmp_path / "g.png"), cwd=tmp_path)
+    try:
+        import cairosvg  # noqa: F401
+        assert r.returncode == 0 and (tmp_path / "g.png").read_bytes()[:4] == b"\x89PNG"
+    except ImportError:
+        assert r.returncode == 1 and "cairosvg" in r.stderr
+    r = _cli("show", "--diff", "torchvision.models:resnet18", "-o", str(tmp_path / "d.html"), cwd=tmp_path)
+    assert r.returncode == 2 and "two graphs" in r.stderr
+    (tmp_path / "pair.py").write_text(
+        "import torch\n"
+        "class A(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return torch.relu(x) + 1\n"
+        "class B(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return torch.relu(x) * 2\n")
+    r = _cli("show", "--diff", "pair:A", "pair:B", "-o", str(tmp_path / "d.html"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "1 added, 1 removed, 0 changed" in r.stderr  # add -> mul; the output now reads its replacement
+
+
+def test_fxpt_file_groups_lowered_ops(tmp_path):
+    """A lowered graph (.fxpt) has no module calls: ops join the module owning
+    the parameters they read, the others their producer's module."""
+    from fxcpp import aten
+    m = torchvision.models.resnet18().eval()
+    lowered = aten.lower(fxcpp.symbolic_trace(m), torch.randn(1, 3, 64, 64))
+    path = str(tmp_path / "r18.fxpt")
+    aten.save(lowered, path)
+    page = explore(path)
+    d = _data(page)
+    assert _group_paths(d) == ["conv1", "bn1", "layer1", "layer2", "layer3", "layer4", "fc"]
+    names = d["nodes"]["name"]
+    grp = d["nodes"]["group"]
+    adds = [i for i, n in enumerate(names) if n.startswith("add")]
+    assert d["groups"][grp[adds[0]]]["path"] == "layer1.0"
+    conv = d["nodes"]["target"].index("aten.conv2d.default")
+    assert d["groups"][grp[conv]]["path"] == "conv1"
+    assert "float32" in {d["nodes"]["dtype"][i] for i in range(len(names))}
+
+
+def test_diff_fxcpp_against_torch_fx():
+    """fxcpp's trace against torch.fx's of the same model: the same graph."""
+    m = torchvision.models.mobilenet_v3_small().eval()
+    page = explore_diff(torch.fx.symbolic_trace(m), fxcpp.symbolic_trace(m))
+    s = page.summary
+    assert (s["added"], s["removed"], s["changed"]) == (0, 0, 0)
+    assert s["matched_by_name"] + s["matched_by_structure"] == len(fxcpp.symbolic_trace(m).graph.nodes)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.text(max_size=40), value=st.text(max_size=60))
+def test_any_text_round_trips_as_data(name, value):
+    """Whatever a title or an argument holds (markup, quotes, lone surrogates,
+    U+2028), the embedded data has no '<' and parses back to the same text."""
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    g.output(g.call_function(torch.relu, (x,), {"k": value}))
+    page = explore(g, name=name)
+    body = page.html.split('id="fxcpp-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in body and ">" not in body
+    d = _data(page)
+    assert d["name"] == (name or "graph")
+    segs = d["nodes"]["kwargs"][1]
+    assert "".join(s for s in segs if isinstance(s, str)) == "{k: " + repr(value) + "}"
