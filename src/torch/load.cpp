@@ -34,6 +34,7 @@
 
 #include "fxcpp/torch/module.h"
 #include "fxcpp/torch/policy.h"
+#include "pt2_reader.h"
 #include "zip_reader.h"
 
 namespace fxcpp::torch {
@@ -73,6 +74,8 @@ class Archive {
     reader_.read(*e, data.get());
     return {std::move(data), n};
   }
+  /// The checked archive (for the .pt2 reader, Note [Reading .pt2 archives]).
+  const zip::Reader& reader() const { return reader_; }
 
  private:
   zip::Reader reader_;
@@ -586,6 +589,8 @@ Json parse_graph(Archive& archive) {
 }
 
 std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_archive(Archive& archive, const LoadOptions& options) {
+  // Told apart by content (Note [Reading .pt2 archives] in fxcpp/torch/pt2.h).
+  if (pt2::is_pt2(archive.reader())) return pt2::read(archive.reader(), options);
   Json doc = parse_graph(archive);
   auto tensors = read_tensors(doc, archive);
   auto graph = read_graph(doc, tensors, options);
@@ -610,14 +615,26 @@ Module load_from_buffer(const void* data, size_t size, const LoadOptions& option
   return Module(std::move(graph), std::move(tensors), ModuleOptions{options.plan_memory});
 }
 
+namespace {
+// The graph record of a .fxpt archive; of a .pt2 archive, the one its
+// program would have as a .fxpt file (Python's load rebuilds its graph from it).
+std::string graph_json_of(Archive& archive) {
+  if (!pt2::is_pt2(archive.reader())) return parse_graph(archive).dump(1);
+  auto [graph, tensors] = pt2::read(archive.reader(), LoadOptions{false, true});
+  std::string bytes = save_to_buffer(*graph, tensors);
+  Archive converted(std::make_shared<zip::MemorySource>(bytes.data(), bytes.size()));
+  return parse_graph(converted).dump(1);
+}
+}  // namespace
+
 std::string graph_json(const std::string& path) {
   Archive archive(std::make_shared<zip::FileSource>(path));
-  return parse_graph(archive).dump(1);
+  return graph_json_of(archive);
 }
 
 std::string graph_json_from_buffer(const void* data, size_t size) {
   Archive archive(std::make_shared<zip::MemorySource>(data, size));
-  return parse_graph(archive).dump(1);
+  return graph_json_of(archive);
 }
 
 }  // namespace fxcpp::torch
