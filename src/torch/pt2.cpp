@@ -676,14 +676,13 @@ void Builder::node(const Json& n, size_t index) {
     unsupported(w + " calls " + shown(target) + ", which fxcpp's runtime does not run (it runs ATen operators and "
                 "operator.* shape arithmetic)");
   std::string rest = target.substr(ops_prefix.size());
+  if (rest.rfind("higher_order.", 0) == 0)
+    unsupported(w + " is a higher-order operator (" + shown(target) + "); fxcpp's runtime runs flat graphs only");
   size_t dot1 = rest.find('.');
   size_t dot2 = dot1 == std::string::npos ? std::string::npos : rest.find('.', dot1 + 1);
   if (dot2 == std::string::npos || rest.find('.', dot2 + 1) != std::string::npos)
     bad(w + ": target " + shown(target) + " is not 'torch.ops.<namespace>.<op>.<overload>'");
-  std::string ns = rest.substr(0, dot1);
-  if (ns == "higher_order")
-    unsupported(w + " is a higher-order operator (" + shown(target) + "); fxcpp's runtime runs flat graphs only");
-  std::string qualified = ns + "::" + rest.substr(dot1 + 1);
+  std::string qualified = rest.substr(0, dot1) + "::" + rest.substr(dot1 + 1);
 
   // aten.sym_size.int: getattr(x, "shape")[dim], shape arithmetic without a dispatcher call.
   if (qualified == "aten::sym_size.int") {
