@@ -80,6 +80,18 @@ bool is_dotted_path(const std::string& s) {
   }
   return true;
 }
+// A tensor's fully qualified name: dotted parts of [A-Za-z0-9_-] (torch's
+// module names may hold '-', as torchvision's regnets' "block1-0" do; the
+// Python runtime spells such parts getattr(m, "block1-0"), a string literal).
+bool is_module_path(const std::string& s) {
+  if (s.empty() || s.size() > 4096 || s.front() == '.' || s.back() == '.') return false;
+  char prev = 0;
+  for (char c : s) {
+    if (c == '.' ? prev == '.' : !(is_word_char(c) || c == '-')) return false;
+    prev = c;
+  }
+  return true;
+}
 const std::string& identifier(const std::string& s, const std::string& what) {
   if (!is_identifier(s))
     bad(what + " " + shown(s) + " is not a Python identifier (ASCII letters, digits and '_', not a keyword)");
@@ -557,7 +569,8 @@ void Builder::inputs(const Json& sig, const Json& graph, size_t num_user_inputs)
       std::string name = str_field(field(*spec, "arg", w), "name", w + ".arg");
       const char* key = tag == "parameter" ? "parameter_name" : tag == "buffer" ? "buffer_name" : "tensor_constant_name";
       std::string fqn = str_field(*spec, key, w);
-      if (!is_dotted_path(fqn)) bad(w + ": " + key + " " + shown(fqn) + " is not a dotted path of identifiers");
+      if (!is_module_path(fqn))
+        bad(w + ": " + key + " " + shown(fqn) + " is not a dotted path of names ([A-Za-z0-9_-] parts)");
       // Parameters and persistent buffers are weights; non-persistent buffers
       // and tensor constants are constants.
       const Json* entry = nullptr;

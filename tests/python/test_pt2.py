@@ -157,6 +157,25 @@ def test_python_runtime_reads_pt2(tmp_path):
     assert 'torch.ops.aten.conv2d.default' in gm.code
 
 
+def test_module_names_with_dashes(tmp_path):
+    # torch allows any module name without '.'; torchvision's regnets use 'block1-0'.
+    class Dashed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.add_module('block1-0', torch.nn.Linear(3, 3))
+
+        def forward(self, x):
+            return getattr(self, 'block1-0')(x).relu()
+    path = _export(tmp_path, Dashed(), (torch.randn(2, 3),))
+    m, _ = _check(path, (torch.randn(2, 3),))
+    assert 'block1-0.weight' in dict(m.named_buffers())
+    gm = fxcpp.aten.load(path)
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), torch.export.load(path).module()(x), **TOL)
+    assert 'getattr(self, "block1-0")' in gm.code
+
+
 def test_unplanned_memory_matches(tmp_path):
     path = _export(tmp_path, LinConvRelu(), (torch.randn(2, 3, 6, 6),))
     _check(path, (torch.randn(2, 3, 6, 6),), plan_memory=False)
