@@ -707,6 +707,17 @@ void Builder::node(const Json& n, size_t index) {
     return;
   }
 
+  // aten._assert_tensor_metadata: export's record that a tensor had the dtype
+  // (device, layout) it traced, before each .to(); a check with no result.
+  // Its arguments were decoded and checked above; the call is dropped (it is
+  // not on the allow-list, LibTorch 1.13 has no such operator, and the
+  // runtime's results do not depend on it). Inputs are not checked against
+  // the exported metadata (docs/pt2_format.md).
+  if (qualified == "aten::_assert_tensor_metadata.default" || qualified == "aten::_assert_tensor_metadata") {
+    for (const Json& o : outs)
+      if (as_union(o, w + ".outputs").first != "as_none") bad(w + ": _assert_tensor_metadata has no results");
+    return;
+  }
   fn = aten_op(qualified);
   const AtenOp* op = as_aten_op(fn);
   std::string shown_name = node_name.empty() ? "" : node_name;

@@ -157,6 +157,19 @@ def test_python_runtime_reads_pt2(tmp_path):
     assert 'torch.ops.aten.conv2d.default' in gm.code
 
 
+def test_dtype_conversions_untrusted(tmp_path):
+    # Each .to() comes with an aten._assert_tensor_metadata check in the exported
+    # graph: dropped by the reader (off the allow-list, and absent from LibTorch 1.13).
+    class Convert(torch.nn.Module):
+        def forward(self, x, i):
+            return x.to(torch.float64) * 2, x.float() + i.to(x.dtype), x.type_as(i)
+    ep = torch.export.export(Convert(), (torch.randn(3), torch.arange(3)))
+    assert any('_assert_tensor_metadata' in str(n.target) for n in ep.graph.nodes)
+    path = str(tmp_path / 'to.pt2')
+    torch.export.save(ep, path)
+    _check(path, (torch.randn(3), torch.arange(3)))
+
+
 def test_module_names_with_dashes(tmp_path):
     # torch allows any module name without '.'; torchvision's regnets use 'block1-0'.
     class Dashed(torch.nn.Module):
