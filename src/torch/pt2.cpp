@@ -404,8 +404,9 @@ Argument Builder::sym(const Json& a, const char* number_tag, const std::string& 
 }
 
 Argument Builder::arg(const Json& a, const std::string& where) {
-  auto [tag, vp] = as_union(a, where);
-  const Json& v = *vp;
+  const auto tagged = as_union(a, where);  // not a structured binding: lambdas below capture it
+  const std::string& tag = tagged.first;
+  const Json& v = *tagged.second;
   auto list = [&](auto&& item) {
     std::vector<Argument> items;
     for (const Json& x : as_array(v, where + "." + tag)) items.push_back(item(x));

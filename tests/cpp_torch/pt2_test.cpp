@@ -284,6 +284,23 @@ TEST(Pt2, Operators) {
   EXPECT_NE(e.find("does not run"), std::string::npos) << e;
 }
 
+TEST(Pt2, ExportsMetadataAssertionsAreDroppedAfterTheirArgumentsAreChecked) {
+  auto with_assert = [](int dtype) {
+    return [dtype](Json& d) {
+      Json n = {{"target", "torch.ops.aten._assert_tensor_metadata.default"},
+                {"inputs", Json::array({{{"name", "a"}, {"arg", {{"as_tensor", {{"name", "x"}}}}}, {"kind", 1}},
+                                        {{"name", "dtype"}, {"arg", {{"as_scalar_type", dtype}}}, {"kind", 2}}})},
+                {"outputs", Json::array()},
+                {"metadata", Json::object()}};
+      Json& nodes = d["graph_module"]["graph"]["nodes"];
+      nodes.insert(nodes.begin(), n);
+    };
+  };
+  EXPECT_EQ(error_after_model("convnet", with_assert(7)), "");  // float32
+  std::string e = error_after_model("convnet", with_assert(200));
+  EXPECT_NE(e.find("is not a dtype"), std::string::npos) << e;
+}
+
 TEST(Pt2, ValuesAndNames) {
   std::string e = error_after_model("convnet", [](Json& d) {
     node_with_target(d, "torch.ops.aten.relu_.default")["outputs"][0]["as_tensor"]["name"] = "x; import os";
