@@ -241,7 +241,7 @@ class Builder {
   void check_records();
   const Json& model();
   const Json* config(const std::string& dir, const std::string& file);
-  at::Tensor tensor(const std::string& fqn, const Json& entry, const std::string& dir, const std::string& where);
+  at::Tensor tensor(const Json& entry, const std::string& dir, const std::string& where);
   c10::Storage storage(const std::string& record, const std::string& where);
   // graph
   void inputs(const Json& sig, const Json& graph, size_t num_user_inputs);
@@ -332,7 +332,7 @@ c10::Storage Builder::storage(const std::string& record, const std::string& wher
 
 // A weight or constant: its record holds the bytes of an untyped storage; the
 // tensor is a strided view into it, checked to lie inside it.
-at::Tensor Builder::tensor(const std::string& fqn, const Json& entry, const std::string& dir, const std::string& where) {
+at::Tensor Builder::tensor(const Json& entry, const std::string& dir, const std::string& where) {
   if (as_bool(field(entry, "use_pickle", where), where + ".use_pickle"))
     unsupported(where + " is stored pickled (torch.save of a tensor subclass or an object), and fxcpp never unpickles "
                 "(a pickle can run code); export the model with plain tensors");
@@ -376,7 +376,6 @@ at::Tensor Builder::tensor(const std::string& fqn, const Json& entry, const std:
   auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(st), c10::DispatchKeySet(c10::DispatchKey::CPU),
                                                    caffe2::TypeMeta::fromScalarType(dtype));
   impl->set_sizes_and_strides(sizes, strides, offset);
-  (void)fqn;
   return at::Tensor(std::move(impl));
 }
 
@@ -595,7 +594,7 @@ void Builder::inputs(const Json& sig, const Json& graph, size_t num_user_inputs)
         nt.kind = tag == "parameter" ? NamedTensor::Kind::Parameter
                   : tag == "buffer"  ? NamedTensor::Kind::Buffer
                                      : NamedTensor::Kind::Constant;
-        nt.tensor = tensor(fqn, *entry, dir, dir + " config entry " + shown(fqn));
+        nt.tensor = tensor(*entry, dir, dir + " config entry " + shown(fqn));
         tensors_.push_back(std::move(nt));
         n = g_->create_node(Op::GetAttr, Target(fqn), {}, {}, identifier(name, w + ".arg.name"));
         attrs_.emplace(fqn, n);
@@ -721,7 +720,6 @@ void Builder::node(const Json& n, size_t index) {
   }
   fn = aten_op(qualified);
   const AtenOp* op = as_aten_op(fn);
-  std::string shown_name = node_name.empty() ? "" : node_name;
   if (!options_.trusted) {
     std::string why = refusal_reason(*op);
     if (!why.empty())

@@ -121,10 +121,11 @@ void expect_case(const Module& m, const Case& c, const std::string& what) {
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].sizes(), c.outputs[i].sizes()) << what << " output " << i;
     EXPECT_EQ(got[i].scalar_type(), c.outputs[i].scalar_type()) << what << " output " << i;
-    if (got[i].sizes() == c.outputs[i].sizes() && got[i].scalar_type() == c.outputs[i].scalar_type())
+    if (got[i].sizes() == c.outputs[i].sizes() && got[i].scalar_type() == c.outputs[i].scalar_type()) {
       EXPECT_TRUE(got[i].is_floating_point() ? at::allclose(got[i], c.outputs[i], 1e-4, 1e-4)
                                              : at::equal(got[i], c.outputs[i]))
           << what << " output " << i;
+    }
   }
 }
 
