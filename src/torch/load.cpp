@@ -30,11 +30,13 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <unordered_map>
 
 #include "fxcpp/torch/format.h"
 #include "fxcpp/torch/module.h"  // load() builds a Module
 #include "fxcpp/torch/policy.h"
+#include "pt2_reader.h"
 #include "zip_reader.h"
 
 namespace fxcpp::torch {
@@ -74,6 +76,8 @@ class Archive {
     reader_.read(*e, data.get());
     return {std::move(data), n};
   }
+  /// The checked archive (for the .pt2 reader, Note [Reading .pt2 archives]).
+  const zip::Reader& reader() const { return reader_; }
 
  private:
   zip::Reader reader_;
@@ -592,8 +596,14 @@ Json parse_graph(Archive& archive) {
 }
 
 FileContents read_archive(Archive& archive, const LoadOptions& options) {
-  Json doc = parse_graph(archive);
   FileContents out;
+  // Told apart by content (Note [Reading .pt2 archives] in fxcpp/torch/pt2.h).
+  if (pt2::is_pt2(archive.reader())) {
+    std::tie(out.graph, out.tensors) = pt2::read(archive.reader(), options);
+    out.class_name = "GraphModule";
+    return out;
+  }
+  Json doc = parse_graph(archive);
   out.tensors = read_tensors(doc, archive);
   out.graph = read_graph(doc, out.tensors, options);  // checks class_name
   auto cls = doc.find("class_name");
@@ -624,14 +634,26 @@ Module load_from_buffer(const void* data, size_t size, const LoadOptions& option
   return Module(std::move(c.graph), std::move(c.tensors), ModuleOptions{options.plan_memory});
 }
 
+namespace {
+// The graph record of a .fxpt archive; of a .pt2 archive, the one its
+// program would have as a .fxpt file (Python's load rebuilds its graph from it).
+std::string graph_json_of(Archive& archive) {
+  if (!pt2::is_pt2(archive.reader())) return parse_graph(archive).dump(1);
+  auto [graph, tensors] = pt2::read(archive.reader(), LoadOptions{false, true});
+  std::string bytes = save_to_buffer(*graph, tensors);
+  Archive converted(std::make_shared<zip::MemorySource>(bytes.data(), bytes.size()));
+  return parse_graph(converted).dump(1);
+}
+}  // namespace
+
 std::string graph_json(const std::string& path) {
   Archive archive(std::make_shared<zip::FileSource>(path));
-  return parse_graph(archive).dump(1);
+  return graph_json_of(archive);
 }
 
 std::string graph_json_from_buffer(const void* data, size_t size) {
   Archive archive(std::make_shared<zip::MemorySource>(data, size));
-  return parse_graph(archive).dump(1);
+  return graph_json_of(archive);
 }
 
 }  // namespace fxcpp::torch

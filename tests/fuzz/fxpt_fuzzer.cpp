@@ -10,6 +10,7 @@
 // Records are CRC-checked, so most byte mutations of a record stop at the
 // container. The custom mutator therefore also mutates inside a valid
 // archive: it reads the records with the strict reader, mutates graph.json
+// (or a .pt2 archive's models/model.json: the corpus has ok_pt2_*/bad_pt2_*)
 // (libFuzzer's byte mutations, or the JSON-aware ones of fxpt_mutators.h)
 // or the container's fields, and writes a consistent archive again.
 //
@@ -74,7 +75,9 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
   if (rs.empty()) return LLVMFuzzerMutate(data, size, max_size);  // bytes of the file
   size_t g = 0;
   for (size_t i = 0; i < rs.size(); ++i)
-    if (rs[i].name.size() >= 10 && rs[i].name.compare(rs[i].name.size() - 10, 10, "graph.json") == 0) g = i;
+    if ((rs[i].name.size() >= 10 && rs[i].name.compare(rs[i].name.size() - 10, 10, "graph.json") == 0) ||
+        rs[i].name.find("/models/model.json") != std::string::npos)  // a .pt2 archive's program
+      g = i;
   std::string out, what;
   try {
     if (how < 6) {  // bytes of graph.json (or another record), in a consistent archive

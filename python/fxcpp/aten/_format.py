@@ -14,6 +14,7 @@ up by name among registered schemas, and the C++ reader checks every record
 import errno
 import keyword
 import os
+import re
 from typing import Any, Dict, List, Tuple
 
 import torch
@@ -213,13 +214,18 @@ def _reserved_names(cls) -> frozenset:
     return frozenset(dir(cls)) | {'_runtime', '_parameters', '_buffers', '_modules', 'training'}
 
 
+_MODULE_NAME = re.compile(r'[A-Za-z0-9_-]+')
+
+
 def _check_tensor_name(name: Any, reserved: frozenset) -> List[str]:
     if not isinstance(name, str):
         raise ValueError(f'fxcpp.aten.load: a tensor name is a {type(name).__name__}, not a string')
     parts = name.split('.')
     for part in parts:
-        # identifiers, or indices (nn.Sequential's submodules are named '0', '1', ...)
-        ok = part.isidentifier() or (part.isascii() and part.isdigit())
+        # identifiers, or indices (nn.Sequential's submodules are named '0', '1', ...), or, from .pt2
+        # archives, module names with '-' (torchvision's regnets: 'block1-0'; code spells them
+        # getattr(m, 'block1-0'))
+        ok = part.isidentifier() or (part.isascii() and part.isdigit()) or _MODULE_NAME.fullmatch(part) is not None
         if not ok or part in reserved or (part.startswith('__') and part.endswith('__')):
             raise ValueError(f'fxcpp.aten.load: the tensor name {name!r} cannot be an attribute of the loaded '
                              f'module ({part!r} is neither an identifier nor an index, or is a name the module '

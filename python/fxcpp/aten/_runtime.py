@@ -80,7 +80,8 @@ _MALFORMED = (KeyError, TypeError, AttributeError, IndexError, RuntimeError, Syn
 
 
 def load(path, runtime: str = 'python', plan_memory: bool = True, trusted: bool = False):
-    """Reads a file written by :func:`fxcpp.aten.save`.
+    """Reads a file written by :func:`fxcpp.aten.save`, or a ``.pt2`` archive
+    written by ``torch.export.save`` (told apart by content; docs/pt2_format.md).
 
     ``runtime='python'`` returns a GraphModule (same ``code`` as the saved
     one); ``runtime='cpp'`` returns a :class:`CppModule` whose forward runs the
