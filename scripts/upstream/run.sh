@@ -10,8 +10,10 @@
 #                               results in .upstream/214/
 #   UPSTREAM_SELECTION=default  1.13: test_fx.py -k "not TestOperatorSignatures and not
 #                               TestVisionTracing and not TestFunctionalTracing" (a few minutes)
-#                               2.14: the same -k over test_fx.py and fx/test_*.py
-#   UPSTREAM_SELECTION=all      every test of those files (1.13: ~30 minutes)
+#                               2.14: the same -k over test_fx.py and the fx/test_*.py files
+#                               test_fx.py does not import
+#   UPSTREAM_SELECTION=all      every test of those files (1.13: ~30 minutes); 2.14: all of
+#                               fx/test_*.py and test_fx_experimental.py too
 #   UPSTREAM_PYTEST_ARGS        extra pytest arguments for both sides, split on whitespace (-x)
 #   FXCPP_UPSTREAM_STRICT=1     exit non-zero when a test passes on torch.fx but not on fxcpp
 #                               (tests in tests/upstream/known_differences_{113,214}.txt excepted)
@@ -65,8 +67,14 @@ PYTHONPATH="$OURS_PATH" "$PYTHON" "$ROOT/scripts/upstream/rewrite.py" \
 case "$UPSTREAM_TORCH" in
   1.13) FILES=(test_fx.py) ;;
   2.14) FILES=(test_fx.py)
-        [ "$SELECTION" = all ] && FILES+=(test_fx_experimental.py)
-        FILES+=($(cd "$UP/src/test" && ls fx/test_*.py)) ;;
+        # test_fx.py imports most fx/test_*.py classes (`from fx.test_dce_pass import TestDCE`)
+        # and runs them; the default selection leaves those files out, `all` runs them again
+        # on their own, as PyTorch's CI does.
+        imported="$(sed -nE 's/^from fx\.([A-Za-z0-9_]+) import .*/fx\/\1.py/p' "$UP/src/test/test_fx.py")"
+        for f in $(cd "$UP/src/test" && ls fx/test_*.py); do
+          if [ "$SELECTION" = all ] || ! grep -qxF "$f" <<< "$imported"; then FILES+=("$f"); fi
+        done
+        [ "$SELECTION" = all ] && FILES+=(test_fx_experimental.py) ;;
 esac
 case "$SELECTION" in
   default) K=(-k "not TestOperatorSignatures and not TestVisionTracing and not TestFunctionalTracing") ;;
