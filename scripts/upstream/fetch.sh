@@ -1,17 +1,39 @@
 #!/usr/bin/env bash
-# Fetches PyTorch 1.13.1's torch.fx tests from Debian's `pytorch` source package into
-# $UPSTREAM_DIR (default .upstream/, git-ignored). apt runs with a private sources list, state
-# and cache, so the system's apt configuration and package lists are left untouched.
-# Idempotent: once .upstream/src/test/test_fx.py exists nothing is downloaded again.
+# Fetches PyTorch's own torch.fx tests, with the expect files they read, from Debian's `pytorch`
+# source package. apt runs with a private sources list, state and cache, so the system's apt
+# configuration and package lists are left untouched.
+#
+#   UPSTREAM_TORCH=1.13  (default) pytorch 1.13.1+dfsg-4 from bookworm, the python3-torch the
+#                        1.13 leg is built against, into $UPSTREAM_DIR (default .upstream/):
+#                        test/test_fx.py, test/fx/, the TorchScript custom classes TestFX loads
+#   UPSTREAM_TORCH=2.14  pytorch 2.14.1+dfsg-1 from sid (the .venv's torch 2.14.1), into
+#                        $UPSTREAM_DIR (default .upstream/214/): test/test_fx.py,
+#                        test/test_fx_experimental.py, test/fx/, the custom classes.
+#                        UPSTREAM_214_VERSION / UPSTREAM_214_SUITE fetch another 2.x instead.
+#
+# Both also get test/expect/<Class>.* for every test class the extracted files define (the
+# backward-compatibility tests compare against them). Idempotent: once src/.complete exists
+# nothing is downloaded again; src/.version names the package the tests came from.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-UP="${UPSTREAM_DIR:-$ROOT/.upstream}"
-VERSION="1.13.1+dfsg-4"                       # the python3-torch the project is built against
+case "${UPSTREAM_TORCH:-1.13}" in
+  1.13)
+    UP="${UPSTREAM_DIR:-$ROOT/.upstream}"
+    VERSION="1.13.1+dfsg-4"                   # the python3-torch the project is built against
+    SUITE="${UPSTREAM_SUITE:-bookworm}"
+    TESTS=(test/test_fx.py test/fx) ;;
+  2.14)
+    UP="${UPSTREAM_DIR:-$ROOT/.upstream/214}"
+    VERSION="${UPSTREAM_214_VERSION:-2.14.1+dfsg-1}"   # the .venv's torch 2.14.1
+    SUITE="${UPSTREAM_214_SUITE:-sid}"
+    TESTS=(test/test_fx.py test/test_fx_experimental.py test/fx) ;;
+  *) echo "upstream: UPSTREAM_TORCH must be 1.13 or 2.14" >&2; exit 2 ;;
+esac
+UPSTREAM="${VERSION%%+*}"                     # 1.13.1
 MIRROR="${UPSTREAM_MIRROR:-http://deb.debian.org/debian}"
-SUITE="${UPSTREAM_SUITE:-bookworm}"
 SRC="$UP/src"
 
-if [ -f "$SRC/.complete" ]; then
+if [ -f "$SRC/.complete" ] && [ "$(cat "$SRC/.version" 2>/dev/null)" = "pytorch $VERSION ($SUITE)" ]; then
   exit 0
 fi
 
@@ -24,14 +46,14 @@ APT=(apt-get -q
      -o "Dir::State::status=/var/lib/dpkg/status" -o "APT::Sandbox::User=root")
 
 shopt -s nullglob
-orig=("$UP"/dl/pytorch_1.13.1*.orig.tar.*)
+orig=("$UP"/dl/pytorch_"$UPSTREAM"[+.]*orig.tar.*)
 if [ ${#orig[@]} -eq 0 ]; then
   echo "upstream: downloading Debian source package pytorch=$VERSION ($MIRROR $SUITE)"
   "${APT[@]}" update
   # The debian.tar (packaging, patches) may be missing from a mirror; the orig tarball is what
   # the tests come from, so a failed download is judged by what landed, checked below.
   (cd "$UP/dl" && "${APT[@]}" source --download-only "pytorch=$VERSION") || true
-  orig=("$UP"/dl/pytorch_1.13.1*.orig.tar.*)
+  orig=("$UP"/dl/pytorch_"$UPSTREAM"[+.]*orig.tar.*)
 fi
 dsc=("$UP"/dl/pytorch_"$VERSION".dsc)
 [ -f "${dsc[0]}" ] && [ ${#orig[@]} -eq 1 ] || {
@@ -44,12 +66,22 @@ deb=("$UP"/dl/pytorch_"$VERSION".debian.tar.*)
 
 # Only the test files the FX suite needs (the whole tree is ~1 GiB unpacked).
 rm -rf "$SRC.tmp" && mkdir -p "$SRC.tmp"
-top="$(tar -tf "${orig[0]}" | sed -n "1s|/.*||p")"
-echo "upstream: extracting test/test_fx.py, test/fx/ and helpers from $(basename "${orig[0]}")"
-tar -xf "${orig[0]}" -C "$SRC.tmp" --strip-components=1 \
-    "$top/test/test_fx.py" "$top/test/fx" \
-    "$top/test/cpp/jit/test_custom_class_registrations.cpp" \
-    "$top/test/cpp/jit/test_custom_class_registrations.h"
+tar -tf "${orig[0]}" > "$UP/dl/members.txt"
+top="$(sed -n "1s|/.*||p" "$UP/dl/members.txt")"
+echo "upstream: extracting ${TESTS[*]} and helpers from $(basename "${orig[0]}")"
+want_members=()
+for t in "${TESTS[@]}" test/cpp/jit/test_custom_class_registrations.cpp \
+         test/cpp/jit/test_custom_class_registrations.h; do
+  want_members+=("$top/$t")
+done
+tar -xf "${orig[0]}" -C "$SRC.tmp" --strip-components=1 "${want_members[@]}"
+# The expect files of every test class those files define (assertExpected reads
+# test/expect/<Class>.<test>[-<subname>].expect beside the test script).
+mapfile -t expect < <("$(dirname "$0")/expect_files.py" "$SRC.tmp" "$top" < "$UP/dl/members.txt")
+if [ ${#expect[@]} -gt 0 ]; then
+  echo "upstream: extracting ${#expect[@]} expect file(s): ${expect[*]##*/}"
+  tar -xf "${orig[0]}" -C "$SRC.tmp" --strip-components=1 "${expect[@]}"
+fi
 # Debian's patches that touch these files, applied the way dpkg-source would.
 if [ ${#deb[@]} -eq 1 ]; then
   tar -xf "${deb[0]}" -C "$SRC.tmp"
@@ -71,6 +103,7 @@ if [ -f "$SRC.tmp/debian/patches/series" ]; then
   done < "$SRC.tmp/debian/patches/series"
 fi
 rm -rf "$SRC.tmp/debian"
+echo "pytorch $VERSION ($SUITE)" > "$SRC.tmp/.version"
 touch "$SRC.tmp/.complete"
 rm -rf "$SRC" && mv "$SRC.tmp" "$SRC"
 echo "upstream: tests in $SRC"

@@ -11,6 +11,8 @@ has the module or name, and left on torch.fx where it does not:
     (attribute or submodule); the names it lacks stay in a `from torch.fx.M import ...`.
   * `import torch.fx.M as x` -> `import fxcpp.M as x` when fxcpp.M imports. A plain
     `import torch.fx` (it binds `torch`) is left alone.
+  * `from torch import fx` (PyTorch 2.x's tests) -> `import fxcpp as fx`; the other names of the
+    statement stay in a `from torch import ...`.
   * `torch.fx.a.b.c` in code (not in strings or comments) -> `fxcpp.a.b.c` when the whole dotted
     chain resolves in fxcpp; `import fxcpp; ` is then put in front of the file's first import.
 
@@ -92,7 +94,18 @@ def rewrite_file(rel, text, log):
         return s, e
 
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0:
+        if (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "torch"
+                and any(a.name == "fx" for a in node.names)):
+            s, e = segment(node)
+            import_spans.append((s, e))
+            stmts = [f"import fxcpp as {a.asname or 'fx'}" for a in node.names if a.name == "fx"]
+            rest = [a for a in node.names if a.name != "fx"]
+            if rest:
+                stmts.append(f"from torch import {', '.join(map(_alias, rest))}")
+            before = " ".join(text[s:e].split())
+            log.append(f"{rel}:{node.lineno}: {before} -> {'; '.join(stmts)}")
+            edits.append((s, e, "; ".join(stmts) + "\n" * (node.end_lineno - node.lineno)))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
             suffix = _fx_suffix(node.module)
             if suffix is None:
                 continue

@@ -71,8 +71,39 @@ def test_dotted_chains_in_code_not_strings_or_comments():
     assert "t.py:5: kept on torch.fx: fxcpp lacks fxcpp.experimental.proxy_tensor (torch.fx.experimental.proxy_tensor)" in log
 
 
+def test_from_torch_import_fx():
+    # PyTorch 2.x's tests (test/fx/test_lazy_graph_module.py) bind the module this way.
+    out, log = run("from torch import fx\n"
+                   "def f():\n"
+                   "    from torch import (nn,\n"
+                   "                       fx as tfx)\n"
+                   "    return tfx\n")
+    assert out.splitlines()[0] == "import fxcpp as fx"
+    assert out.splitlines()[2] == "    import fxcpp as tfx; from torch import nn"
+    assert "t.py:1: from torch import fx -> import fxcpp as fx" in log
+    ns = {}
+    exec(out, ns)
+    assert ns["fx"].__name__ == "fxcpp" and ns["f"]().__name__ == "fxcpp"
+
+
+def test_passes_and_experimental_modules_split_by_what_fxcpp_has():
+    # 2.x's tests import from torch.fx.passes.* and torch.fx.experimental.*: each name goes
+    # to fxcpp exactly when fxcpp has the module and the name.
+    import fxcpp.passes.shape_prop
+    src = ("from torch.fx.passes.shape_prop import ShapeProp, _no_such_helper\n"
+           "from torch.fx.passes.no_such_module import thing\n")
+    out, log = run(src)
+    assert out.splitlines() == [
+        "from fxcpp.passes.shape_prop import ShapeProp; "
+        "from torch.fx.passes.shape_prop import _no_such_helper",
+        "from torch.fx.passes.no_such_module import thing",
+    ]
+    assert any("fxcpp lacks fxcpp.passes.no_such_module" in line for line in log)
+
+
 def test_non_fx_imports_untouched():
-    src = "import torch\nfrom torch.nn import Module\nfrom torch.fxx import a\n"
+    src = ("import torch\nfrom torch.nn import Module\nfrom torch.fxx import a\n"
+           "from torch import nn, fxx\nfrom torch.testing._internal.common_utils import run_tests\n")
     out, log = run(src)
     assert out == src and log == []
 
