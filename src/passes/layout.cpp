@@ -9,29 +9,37 @@
 // layout() is the classic Sugiyama pipeline, every phase linear or
 // log-linear in the layered graph (boxes + dummies, V', and its edges, E'):
 //   1. Break cycles (Note [Breaking cycles]).
-//   2. Layers by longest path from the sources (Kahn's order), then boxes
-//      without in-edges move down to just above their highest successor
-//      (`tighten_sources`), so a parameter read deep down sits next to its
-//      reader instead of at the top with a long edge.
+//   2. Layers by longest path from the sources (Kahn's order), then, bottom
+//      up, boxes with fewer in-edges than out-edges move down to just above
+//      their highest successor (`tighten_sources` for sources,
+//      `pull_down_fanouts` for the others), so a parameter read deep down
+//      sits next to its reader and a shape read by several reshapes next to
+//      the first of them, instead of high up with long edges (moving such a
+//      box down one layer shortens its edges in total).
 //   3. Edges spanning several layers get one dummy vertex per layer crossed
 //      (Note [Trunks]); the layered graph has edges between consecutive
 //      layers only.
 //   4. Crossing reduction: `sweeps` pairs of a down sweep (each layer sorted,
 //      stably, by the barycenter of its upper neighbours' positions; vertices
 //      without such neighbours keep their position as key) and an up sweep
-//      (lower neighbours). After each sweep the crossings are counted
-//      (Barth-Juenger-Mutzel, O(E' log V')) and the best order is kept, so
-//      the result never has more crossings than the initial order (and a
-//      tree, after its first down sweep, has none).
-//   5. x: alternating down/up passes; each layer's vertices want the median
-//      x of their neighbours on the side just placed and get the closest
-//      positions (weighted least squares: weight = neighbour count, doubled
-//      for dummies so edges straighten) that keep the layer's order and the
-//      minimum gaps: an isotonic regression after subtracting the cumulative
-//      gaps, solved by pool-adjacent-violators in O(layer). So no two boxes
-//      of a layer ever overlap, whatever the input. Then one top-down pass
-//      moves each dummy under its upper neighbour where the gaps allow, which
-//      makes long edges and trunks vertical.
+//      (lower neighbours). After each sweep, transposition: two neighbours
+//      of a layer swap when that lowers the crossings of their edges to both
+//      adjacent layers (counted by merging their neighbours' sorted
+//      positions), in rounds over the layers that changed or border a
+//      changed one, at most `transpose_rounds`. Then the crossings are
+//      counted (Barth-Juenger-Mutzel, O(E' log V')) and the best order is
+//      kept, so the result never has more crossings than the initial order
+//      (and a tree, after its first down sweep, has none). On the bench's
+//      48-block transformer, transposition and pulling fan-outs down take
+//      the drawn crossings from 1,824 to about dot's.
+//   5. x: Brandes-Koepf (Note [Brandes-Koepf]); with `brandes_koepf` off,
+//      the earlier placement: alternating down/up passes, each layer's
+//      vertices wanting the median x of their neighbours on the side just
+//      placed and getting the closest positions that keep the order and the
+//      gaps (an isotonic regression solved by pool-adjacent-violators), then
+//      dummies moved under their upper neighbours where the gaps allow. It
+//      drifts sideways on a chain whose nodes also read the one two back
+//      (30 times dot's area at 1,000 nodes), which Brandes-Koepf does not.
 //   6. y from layers (each layer as tall as its tallest box, boxes centred in
 //      it), polylines through the dummies.
 //
@@ -44,6 +52,44 @@
 // graph order is topological, so a graph from the tracer has no reversed
 // edge; a cycle made by hand (update_arg) gets a drawing with one upward edge
 // per cycle broken, never a hang. Self-loops are ignored by every phase.
+//
+// Note [Brandes-Koepf]
+// ~~~~~~~~~~~~~~~~~~~~
+// x after U. Brandes and B. Koepf, "Fast and Simple Horizontal Coordinate
+// Assignment" (Graph Drawing 2001), written from the paper:
+//   * Conflicts. A segment (an edge of the layered graph) between two
+//     dummies is inner. A segment that is not inner and crosses an inner one
+//     between the same layers is marked (type 1 conflict: the long edge
+//     wins), found per layer pair with the paper's left-to-right scan in
+//     O(segments). Also marked: a trunk's branch to a box when the trunk goes
+//     on below (Note [Trunks]), and a long edge's first or last segment at a
+//     box that also has a box neighbour on that side, so chains of boxes
+//     stay straight and long edges bend at their ends. Inner segments are
+//     never marked.
+//   * Four alignments: towards the upper or the lower neighbours, scanning
+//     each layer from the left or from the right. Layer by layer, each
+//     vertex tries its median neighbour (both medians, in scan order, when
+//     it has an even number) and is aligned with it unless the segment is
+//     marked or the alignment would cross one made earlier in the layer
+//     (the scan's last aligned position). Aligned vertices form blocks
+//     (vertical runs); every inner segment is aligned unless two inner
+//     segments cross, so long edges are vertical.
+//   * Compaction: blocks form a DAG (block a before block b when a vertex of
+//     a is b's left neighbour in some layer, at the gap of those two
+//     vertices; alignments never cross, so no cycle). In topological order
+//     each block goes as far left as its left neighbours allow, then, in
+//     reverse order, each block with right neighbours moves right as far as
+//     they allow (this replaces the paper's classes and class shifts, whose
+//     published version can misplace classes; see Brandes, Walter and Zink's
+//     erratum, 2020). Every layer keeps its gaps by construction.
+//   * Balancing: the right-scanned layouts are mirrored back; all four are
+//     shifted to the narrowest one (left-scanned ones to its left edge,
+//     right-scanned ones to its right edge), and each vertex gets the
+//     average of its two median candidates. If every candidate keeps a
+//     vertex at least a gap right of its left neighbour, so does each order
+//     statistic, so the result has no overlap either.
+// Cost: sorting each vertex's neighbours by position, O(E' log), then
+// O(V' + E') per alignment.
 //
 // Note [Trunks]
 // ~~~~~~~~~~~~~
@@ -107,6 +153,202 @@ uint64_t crossings(uint32_t num_layers, const std::vector<uint32_t>& layer_begin
     }
   }
   return total;
+}
+
+/// Adjacency of the layered graph in one direction with, per slot, the index
+/// of the layered edge it stands for; each vertex's slots sorted by the
+/// neighbours' positions in their layer.
+struct SortedAdj {
+  std::vector<uint32_t> begin;
+  std::vector<uint32_t> adj;
+  std::vector<uint32_t> id;
+  void build(size_t n, const std::vector<std::pair<uint32_t, uint32_t>>& edges, bool forward,
+             const std::vector<uint32_t>& pos) {
+    begin.assign(n + 1, 0);
+    for (const auto& e : edges) ++begin[(forward ? e.first : e.second) + 1];
+    for (size_t i = 0; i < n; ++i) begin[i + 1] += begin[i];
+    adj.resize(edges.size());
+    id.resize(edges.size());
+    std::vector<uint32_t> fill(begin.begin(), begin.end() - 1);
+    for (size_t k = 0; k < edges.size(); ++k) {
+      const auto& e = edges[k];
+      const uint32_t s = fill[forward ? e.first : e.second]++;
+      adj[s] = forward ? e.second : e.first;
+      id[s] = static_cast<uint32_t>(k);
+    }
+    std::vector<std::pair<uint32_t, uint32_t>> tmp;
+    for (size_t v = 0; v < n; ++v) {
+      const uint32_t b = begin[v], e = begin[v + 1];
+      if (e - b < 2) continue;
+      tmp.clear();
+      for (uint32_t k = b; k < e; ++k) tmp.emplace_back(adj[k], id[k]);
+      std::sort(tmp.begin(), tmp.end(), [&](const auto& p, const auto& q) { return pos[p.first] < pos[q.first]; });
+      for (uint32_t k = b; k < e; ++k) {
+        adj[k] = tmp[k - b].first;
+        id[k] = tmp[k - b].second;
+      }
+    }
+  }
+  uint32_t degree(uint32_t v) const { return begin[v + 1] - begin[v]; }
+};
+
+/// x of every vertex's centre by Brandes-Koepf (Note [Brandes-Koepf]).
+/// `gap(a, b)`: least distance between the centres of neighbours a, b of a
+/// layer. O((V' + E') log) for sorting the adjacency, then O(V' + E') per
+/// alignment.
+template <class Gap>
+std::vector<double> brandes_koepf(uint32_t nb, uint32_t num_layers, const std::vector<uint32_t>& lbegin,
+                                  const std::vector<uint32_t>& order, const std::vector<uint32_t>& pos,
+                                  const std::vector<std::pair<uint32_t, uint32_t>>& ledges,
+                                  const std::vector<double>& w, Gap gap) {
+  const uint32_t nv = static_cast<uint32_t>(order.size());
+  SortedAdj up, down;
+  up.build(nv, ledges, false, pos);
+  down.build(nv, ledges, true, pos);
+  // Type 1 conflicts: a segment that is not inner (between two dummies)
+  // crossing an inner one loses, so long edges stay straight. A trunk's
+  // branch to a box (from a dummy that continues below) loses too: the trunk
+  // stays straight (Note [Trunks]).
+  std::vector<uint8_t> marked(ledges.size(), 0);
+  auto inner = [&](uint32_t v) {  // v, a lower end, is a dummy read by a dummy
+    return v >= nb && up.degree(v) == 1 && up.adj[up.begin[v]] >= nb;
+  };
+  for (uint32_t l = 0; l + 1 < num_layers; ++l) {
+    const uint32_t b = lbegin[l + 1], n1 = lbegin[l + 2] - b, n0 = lbegin[l + 1] - lbegin[l];
+    int64_t k0 = 0;
+    uint32_t start = 0;
+    for (uint32_t l1 = 0; l1 < n1; ++l1) {
+      const uint32_t v = order[b + l1];
+      const bool in = inner(v);
+      if (l1 + 1 < n1 && !in) continue;
+      const int64_t k1 = in ? pos[up.adj[up.begin[v]]] : static_cast<int64_t>(n0) - 1;
+      for (; start <= l1; ++start) {
+        const uint32_t y = order[b + start];
+        if (inner(y)) continue;
+        for (uint32_t k = up.begin[y]; k < up.begin[y + 1]; ++k) {
+          const int64_t p = pos[up.adj[k]];
+          if (p < k0 || p > k1) marked[up.id[k]] = 1;
+        }
+      }
+      k0 = k1;
+    }
+  }
+  // And a long edge's first or last segment loses to a segment between two
+  // boxes at the same box: chains of boxes stay straight, long edges bend
+  // at their ends.
+  std::vector<uint8_t> continues(nv, 0), box_below(nv, 0), box_above(nv, 0);
+  for (const auto& [a, c] : ledges) {
+    if (a >= nb && c >= nb) continues[a] = 1;
+    if (a < nb && c < nb) box_below[a] = box_above[c] = 1;
+  }
+  for (size_t k = 0; k < ledges.size(); ++k) {
+    const auto [a, c] = ledges[k];
+    if (a >= nb && c < nb && (continues[a] || box_above[c])) marked[k] = 1;
+    if (a < nb && c >= nb && box_below[a]) marked[k] = 1;
+  }
+
+  std::vector<uint32_t> root(nv), align(nv), indeg(nv), topo, bbegin(nv + 1), badj;
+  std::vector<double> bw, xs(nv), cand[4];
+  std::vector<std::pair<uint32_t, std::pair<uint32_t, double>>> bedges;
+  for (int view = 0; view < 4; ++view) {
+    const bool to_upper = view < 2, left = view % 2 == 0;
+    const SortedAdj& nbr = to_upper ? up : down;
+    auto vpos = [&](uint32_t v, uint32_t l) {
+      return left ? pos[v] : lbegin[l + 1] - lbegin[l] - 1 - pos[v];
+    };
+    auto at = [&](uint32_t l, uint32_t i) {  // i-th vertex of layer l in view order
+      return order[left ? lbegin[l] + i : lbegin[l + 1] - 1 - i];
+    };
+    // Vertical alignment.
+    for (uint32_t v = 0; v < nv; ++v) root[v] = align[v] = v;
+    for (uint32_t s = 1; s < num_layers; ++s) {
+      const uint32_t l = to_upper ? s : num_layers - 1 - s, nl = to_upper ? l - 1 : l + 1;
+      int64_t r = -1;
+      for (uint32_t i = 0, n = lbegin[l + 1] - lbegin[l]; i < n; ++i) {
+        const uint32_t v = at(l, i), d = nbr.degree(v);
+        if (!d) continue;
+        for (uint32_t m : {(d - 1) / 2, d / 2}) {
+          if (align[v] != v) break;
+          const uint32_t slot = nbr.begin[v] + (left ? m : d - 1 - m);
+          const uint32_t u = nbr.adj[slot];
+          const int64_t pu = vpos(u, nl);
+          if (!marked[nbr.id[slot]] && r < pu) {
+            align[u] = v;
+            root[v] = root[u];
+            align[v] = root[v];
+            r = pu;
+          }
+        }
+      }
+    }
+    // Horizontal compaction: the block graph (one vertex per block, an edge
+    // from a block to the next one in some layer) in topological order, each
+    // block as far left as its left neighbours allow, then each pulled right
+    // towards its right neighbours as far as they allow.
+    bedges.clear();
+    for (uint32_t l = 0; l < num_layers; ++l)
+      for (uint32_t i = 1, n = lbegin[l + 1] - lbegin[l]; i < n; ++i) {
+        const uint32_t a = at(l, i - 1), c = at(l, i);
+        bedges.push_back({root[a], {root[c], gap(a, c)}});
+      }
+    std::fill(bbegin.begin(), bbegin.end(), 0);
+    for (const auto& e : bedges) ++bbegin[e.first + 1];
+    for (uint32_t i = 0; i < nv; ++i) bbegin[i + 1] += bbegin[i];
+    badj.resize(bedges.size());
+    bw.resize(bedges.size());
+    {
+      std::vector<uint32_t> fill(bbegin.begin(), bbegin.end() - 1);
+      for (const auto& e : bedges) {
+        badj[fill[e.first]] = e.second.first;
+        bw[fill[e.first]++] = e.second.second;
+      }
+    }
+    std::fill(indeg.begin(), indeg.end(), 0);
+    for (const auto& e : bedges) ++indeg[e.second.first];
+    topo.clear();
+    for (uint32_t v = 0; v < nv; ++v)
+      if (root[v] == v && !indeg[v]) topo.push_back(v);
+    std::fill(xs.begin(), xs.end(), 0.0);
+    for (size_t qi = 0; qi < topo.size(); ++qi) {
+      const uint32_t v = topo[qi];
+      for (uint32_t k = bbegin[v]; k < bbegin[v + 1]; ++k) {
+        const uint32_t u = badj[k];
+        xs[u] = std::max(xs[u], xs[v] + bw[k]);
+        if (--indeg[u] == 0) topo.push_back(u);
+      }
+    }
+    for (size_t qi = topo.size(); qi-- > 0;) {
+      const uint32_t v = topo[qi];
+      if (bbegin[v] == bbegin[v + 1]) continue;
+      double m = std::numeric_limits<double>::infinity();
+      for (uint32_t k = bbegin[v]; k < bbegin[v + 1]; ++k) m = std::min(m, xs[badj[k]] - bw[k]);
+      xs[v] = std::max(xs[v], m);
+    }
+    cand[view].resize(nv);
+    for (uint32_t v = 0; v < nv; ++v) cand[view][v] = left ? xs[root[v]] : -xs[root[v]];
+  }
+  // Balancing: align the four to the narrowest one (left ones at its left
+  // edge, right ones at its right edge), then each vertex gets the average of
+  // its two median candidates.
+  double lo[4], hi[4];
+  int narrow = 0;
+  for (int c = 0; c < 4; ++c) {
+    lo[c] = std::numeric_limits<double>::infinity();
+    hi[c] = -lo[c];
+    for (uint32_t v = 0; v < nv; ++v) {
+      lo[c] = std::min(lo[c], cand[c][v] - w[v] / 2);
+      hi[c] = std::max(hi[c], cand[c][v] + w[v] / 2);
+    }
+    if (hi[c] - lo[c] < hi[narrow] - lo[narrow]) narrow = c;
+  }
+  std::vector<double> x(nv, 0);
+  for (uint32_t v = 0; v < nv; ++v) {
+    double c4[4];
+    for (int c = 0; c < 4; ++c) c4[c] = cand[c][v] + (c % 2 == 0 ? lo[narrow] - lo[c] : hi[narrow] - hi[c]);
+    std::sort(c4, c4 + 4);
+    x[v] = (c4[1] + c4[2]) / 2;
+  }
+  return x;
 }
 
 }  // namespace
@@ -220,14 +462,20 @@ LayoutResult layout(const LayoutGraph& lg, const LayoutOptions& options) {
       if (--indeg[w] == 0) queue.push_back(w);
     }
   }
-  if (options.tighten_sources) {
-    std::vector<uint8_t> has_in(nb, 0);
-    for (const auto& e : dag) has_in[e.second] = 1;
-    for (uint32_t v = 0; v < nb; ++v) {
-      if (has_in[v] || fwd.begin[v] == fwd.begin[v + 1]) continue;
+  if (options.tighten_sources || options.pull_down_fanouts) {
+    // Bottom up (reverse Kahn order), so a box sees its successors' final
+    // layers. Moving a box down by one shortens its out-edges and lengthens
+    // its in-edges by one each: worth it when it has fewer in-edges.
+    std::vector<uint32_t> in_count(nb, 0);
+    for (const auto& e : dag) ++in_count[e.second];
+    for (size_t qi = queue.size(); qi-- > 0;) {
+      const uint32_t v = queue[qi];
+      const uint32_t out = fwd.begin[v + 1] - fwd.begin[v];
+      if (!out || in_count[v] >= out) continue;
+      if (!(in_count[v] ? options.pull_down_fanouts : options.tighten_sources)) continue;
       uint32_t m = kNone;
       for (uint32_t k = fwd.begin[v]; k < fwd.begin[v + 1]; ++k) m = std::min(m, layer[fwd.adj[k]]);
-      layer[v] = m - 1;
+      layer[v] = std::max(layer[v], m - 1);
     }
   }
   uint32_t num_layers = 0;
@@ -315,7 +563,59 @@ LayoutResult layout(const LayoutGraph& lg, const LayoutOptions& options) {
                        [&](uint32_t x, uint32_t y) { return key[x] < key[y]; });
       for (uint32_t i = b; i < e; ++i) pos[order[i]] = i - b;
     };
+    // Transposition (Note [Layout phases]): swap two neighbours of a layer
+    // when that strictly lowers the crossings of their edges to both
+    // neighbouring layers; rounds over all layers until none helps (at most
+    // options.transpose_rounds).
+    std::vector<uint32_t> pa, pb;
+    auto pair_crossings = [&](uint32_t v, uint32_t u, const Csr& nb_of, uint64_t& vu, uint64_t& uv) {
+      pa.clear();
+      pb.clear();
+      for (uint32_t k = nb_of.begin[v]; k < nb_of.begin[v + 1]; ++k) pa.push_back(pos[nb_of.adj[k]]);
+      for (uint32_t k = nb_of.begin[u]; k < nb_of.begin[u + 1]; ++k) pb.push_back(pos[nb_of.adj[k]]);
+      if (pa.empty() || pb.empty()) return;
+      std::sort(pa.begin(), pa.end());
+      std::sort(pb.begin(), pb.end());
+      // vu: pairs a > b (crossings with v left of u); uv: pairs a < b.
+      size_t lt = 0, le = 0;  // entries of pb below / not above the current a
+      for (uint32_t a : pa) {
+        while (lt < pb.size() && pb[lt] < a) ++lt;
+        while (le < pb.size() && pb[le] <= a) ++le;
+        vu += lt;
+        uv += pb.size() - le;
+      }
+    };
+    // A layer is looked at again only when it or a neighbouring layer
+    // changed in the previous round.
+    std::vector<uint8_t> dirty, next_dirty;
+    auto transpose = [&] {
+      dirty.assign(num_layers, 1);
+      for (uint32_t round = 0; round < options.transpose_rounds; ++round) {
+        bool improved = false;
+        next_dirty.assign(num_layers, 0);
+        for (uint32_t l = 0; l < num_layers; ++l) {
+          if (!dirty[l]) continue;
+          for (uint32_t i = lbegin[l]; i + 1 < lbegin[l + 1]; ++i) {
+            const uint32_t v = order[i], u = order[i + 1];
+            uint64_t vu = 0, uv = 0;
+            pair_crossings(v, u, up, vu, uv);
+            pair_crossings(v, u, down, vu, uv);
+            if (uv < vu) {
+              std::swap(order[i], order[i + 1]);
+              std::swap(pos[v], pos[u]);
+              improved = true;
+              next_dirty[l] = 1;
+              if (l) next_dirty[l - 1] = 1;
+              if (l + 1 < num_layers) next_dirty[l + 1] = 1;
+            }
+          }
+        }
+        if (!improved) break;
+        dirty.swap(next_dirty);
+      }
+    };
     auto keep_if_better = [&] {
+      transpose();
       const uint64_t c = crossings(num_layers, lbegin, order, pos, down, scratch, tree);
       if (c < best) {
         best = c;
@@ -340,6 +640,9 @@ LayoutResult layout(const LayoutGraph& lg, const LayoutOptions& options) {
   auto gap = [&](uint32_t a, uint32_t b) {
     return (w[a] + w[b]) / 2 + ((a < nb && b < nb) ? options.box_spacing : options.edge_spacing);
   };
+  if (options.brandes_koepf) {
+    x = brandes_koepf(nb, num_layers, lbegin, order, pos, ledges, w, gap);
+  } else {
   for (uint32_t l = 0; l < num_layers; ++l)
     for (uint32_t i = lbegin[l] + 1; i < lbegin[l + 1]; ++i) x[order[i]] = x[order[i - 1]] + gap(order[i - 1], order[i]);
   {
@@ -397,10 +700,12 @@ LayoutResult layout(const LayoutGraph& lg, const LayoutOptions& options) {
         for (uint32_t l = num_layers ? num_layers - 1 : 0; l-- > 0;) place_layer(l, down);
     }
   }
+  }
   // Straighten: a dummy moves right under its upper neighbour when the gaps
   // to its (already final) left and (current) right neighbours allow, so
   // trunks and long edges become vertical runs (short polylines).
-  for (uint32_t l = 1; l < num_layers; ++l)
+  // (Brandes-Koepf aligns the long edges itself.)
+  for (uint32_t l = 1; l < num_layers && !options.brandes_koepf; ++l)
     for (uint32_t i = lbegin[l]; i < lbegin[l + 1]; ++i) {
       const uint32_t v = order[i];
       if (v < nb || up.begin[v + 1] - up.begin[v] != 1) continue;

@@ -1,7 +1,7 @@
 // fxcpp pass: a layered (Sugiyama-style) drawing of a graph or of one fold
 // level of it (issue 22, item 4): cycle breaking, layer assignment, long edges
-// split by dummy vertices, crossing reduction by layer sweeps, x-coordinate
-// assignment, polylines for the edges.
+// split by dummy vertices, crossing reduction by layer sweeps and
+// transposition, x-coordinates by Brandes-Koepf, polylines for the edges.
 #pragma once
 
 #include <cstdint>
@@ -68,11 +68,23 @@ struct LayoutOptions {
   /// Crossing reduction: number of sweep pairs (down then up). 0 keeps the
   /// initial order (boxes by index, then dummies in creation order).
   uint32_t sweeps = 6;
-  /// x assignment: number of alternating down/up balancing passes.
+  /// Crossing reduction: after each sweep, at most this many rounds of
+  /// transposition (swapping neighbours of a layer when that lowers the
+  /// crossings; each round O(E' log)). 0: none.
+  uint32_t transpose_rounds = 8;
+  /// x assignment by Brandes-Koepf (four alignments, balanced; Note
+  /// [Brandes-Koepf] in layout.cpp). false: the median placement below.
+  bool brandes_koepf = true;
+  /// x assignment without brandes_koepf: number of alternating down/up
+  /// balancing passes.
   uint32_t x_passes = 6;
   /// Move boxes without in-edges down next to their highest successor
   /// (shorter edges from, e.g., parameters read deep in the graph).
   bool tighten_sources = true;
+  /// Likewise, bottom up, every other box with fewer in-edges than out-edges
+  /// (a shape read by several later nodes): moving it down shortens its edges
+  /// in total, so fewer dummies and crossings.
+  bool pull_down_fanouts = true;
   /// Long edges leaving one box share one chain of dummy vertices (a trunk)
   /// and branch off at their targets' layers: one box read by every node of a
   /// chain costs O(chain) dummies instead of O(chain^2) (Note [Trunks]).
@@ -129,7 +141,8 @@ struct LayoutResult {
 /// reversed direction), boxes of a layer do not overlap (gaps of at least
 /// box_spacing / edge_spacing), layers do not overlap (gaps of
 /// layer_spacing), and the result is a function of the input and options
-/// only. Cost: O((V + E + D) * (sweeps + x_passes) * log) where D, the dummy
+/// only. Cost: O((V + E + D) * (sweeps * (1 + transpose_rounds) + 4) * log)
+/// (x_passes instead of 4 without brandes_koepf) where D, the dummy
 /// vertices, is the sum of the edges' layer spans (with `concentrate`, per
 /// source box only its longest out-edge's span); memory O(V + E + D).
 /// Throws std::invalid_argument when an edge names a box that does not exist.
