@@ -60,15 +60,17 @@ namespace fxcpp::py {
 //   targets and kwargs keys stored in the core always go through `utf8`.
 // * Functions and methods are registered through `def<F>(name, flags)`, which
 //   wraps F so that any C++ exception becomes the matching Python exception
-//   (set_python_error_from_cpp) at one boundary; `guard<F>` does the same for
-//   type slots and getsets. Bodies throw; they never need try/catch.
+//   (set_python_error_from_cpp, Note [Exception table]) at one boundary;
+//   `guard<F>` does the same for type slots and getsets. Bodies throw; they
+//   never need try/catch.
 
 /// Thrown when a Python exception is already set; converted back at the boundary.
 struct PythonError : std::exception {
   const char* what() const noexcept override { return "Python error"; }
 };
 
-/// Converts the active C++ exception into a Python exception.
+/// Converts the active C++ exception into a Python exception (the table of
+/// Note [Exception table] in toolkit.cpp).
 void set_python_error_from_cpp();
 
 /// The owning reference to a Python object: releases it on destruction.
@@ -284,9 +286,31 @@ void clear_object_caches();
 /// The Python-side repr override for nodes during codegen (null otherwise).
 extern const std::function<std::string(const Node*)>* g_codegen_node_repr;
 
-/// Helper Python callables registered by the package.
-extern PyObject* g_helpers;  // dict name -> callable
-PyObject* helper(const char* name);  // borrowed; sets error if missing
+/// The package's helpers: Python callables and classes the bindings call up
+/// into (the by-design up-calls of docs/design.md), registered once by
+/// python/fxcpp/graph.py's _install_helpers through `_C._set_classes`, which
+/// checks the dict against kHelperNames (py_object.cpp): a missing or unknown
+/// name fails `import fxcpp` saying which. Strong references, held for the
+/// process; every field is non-null once registered.
+struct Helpers {
+  PyObject* type_repr = nullptr;         ///< _type_repr(annotation) -> str
+  PyObject* target_info = nullptr;       ///< _target_info(callable) -> 6-tuple of per-callable facts
+  PyObject* bad_target = nullptr;        ///< _bad_target(graph, op, target, ...): raises torch.fx's error
+  PyObject* module_is_impure = nullptr;  ///< _module_is_impure(node) -> bool
+  PyObject* origin_type = nullptr;       ///< _origin_type(origin) -> type
+  PyObject* snake_case = nullptr;        ///< _snake_case(name) -> str, for non-ASCII names
+  PyObject* copy = nullptr;              ///< copy.copy (node meta of copied graphs)
+  PyObject* node_ref = nullptr;          ///< _NodeRef, the pickled form of a node reference
+  PyObject* codegen = nullptr;           ///< CodeGen, the base of graph codegens
+  PyObject* wrap = nullptr;              ///< torch.fx's wrap, bound in generated code
+};
+/// The registered helpers. Throws PythonError (RuntimeError set) before the
+/// package registered them.
+const Helpers& helpers();
+/// Registers the helpers from `dict` {name: object}: all of kHelperNames and
+/// nothing else, or PythonError (RuntimeError naming the first missing or
+/// unknown name) with the previous registration kept.
+void set_helpers(PyObject* dict);
 
 /// Py_EnterRecursiveCall for a scope (throws PythonError at the limit):
 /// recursive argument conversions use it so deep nesting raises RecursionError.

@@ -218,7 +218,7 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
     }
     std::string cand = nm ? *nm : Graph::target_to_str(to_target(target, target_what(*op)));
     std::string uniq = g->names().create_name(cand, nullptr).str();
-    Ref r = Ref::steal(PyObject_CallFunction(check(helper("_bad_target")), "OsOO", self, uniq.c_str(), target,
+    Ref r = Ref::steal(PyObject_CallFunction(helpers().bad_target, "OsOO", self, uniq.c_str(), target,
                                              *op == Op::CallFunction ? Py_True : Py_False));
     if (!r) return nullptr;
     PyErr_SetString(PyExc_RuntimeError, "_bad_target returned instead of raising");
@@ -298,7 +298,7 @@ void copy_meta(PyObject* src_w, PyObject* dst_w) {
   auto* d = reinterpret_cast<PyNode*>(dst_w);
   if (!s->meta) return;
   Ref m = PyDict_CheckExact(s->meta) ? owned(PyDict_Copy(s->meta))
-                                     : owned(PyObject_CallOneArg(check(helper("_copy")), s->meta));
+                                     : owned(PyObject_CallOneArg(helpers().copy, s->meta));
   Py_XSETREF(d->meta, m.release());
 }
 
@@ -409,7 +409,7 @@ PyObject* graph_str(PyObject* self) {
 
 // A bound method when type(codegen).name is not CodeGen's own, else None.
 Ref method_if_overridden(PyObject* codegen, const char* name) {
-  PyObject* base = check(helper("CodeGen"));
+  PyObject* base = helpers().codegen;
   Ref mine = owned(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(codegen)), name));
   Ref theirs = owned(PyObject_GetAttrString(base, name));
   if (mine.get() == theirs.get()) return Ref::borrow(Py_None);
@@ -476,7 +476,7 @@ PyObject* graph_python_code(PyObject* self, PyObject* args) {
     // as is, lone surrogates included, and so do we.
     return display_text_owned(Ref::borrow(v).release());
   };
-  opts.hooks.wrap_fn = borrow_obj(check(helper("wrap")));
+  opts.hooks.wrap_fn = borrow_obj(helpers().wrap);
 
   Ref gen_fn_def, gen_out, add_globals, body_tf;
   if (codegen != Py_None) {
@@ -677,7 +677,7 @@ Argument import_arg(PyObject* o, const std::vector<Node*>& nodes, PyObject* ref_
 // insert_position is -1 for the root.
 PyObject* graph_export_nodes(PyObject* self, PyObject*) {
   Graph* g = graph_of(self);
-  PyObject* ref_cls = check(helper("_NodeRef"));
+  PyObject* ref_cls = helpers().node_ref;
   std::unordered_map<const Node*, Py_ssize_t> pos;
   pos.reserve(g->size());
   Ref records = owned(PyList_New(0));
@@ -725,7 +725,7 @@ PyObject* graph_import_nodes(PyObject* self, PyObject* args) {
     PyErr_SetString(PyExc_RuntimeError, "_import_nodes: the graph is not empty");
     return nullptr;
   }
-  PyObject* ref_cls = check(helper("_NodeRef"));
+  PyObject* ref_cls = helpers().node_ref;
   std::vector<Node*> nodes;
   nodes.reserve(static_cast<size_t>(PyList_GET_SIZE(records)));
   g->names().reserve(static_cast<size_t>(PyList_GET_SIZE(records)));

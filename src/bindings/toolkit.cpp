@@ -1,5 +1,17 @@
-// The binding toolkit's out-of-line parts (Note [Binding toolkit]).
+// The binding toolkit's out-of-line parts (Note [Binding toolkit]) and the
+// exception table (Note [Exception table]). Compiled into both extensions;
+// FXCPP_BINDINGS_TORCH is defined for fxcpp._C_torch's copy.
 #include "bindings.h"
+
+#include <cstring>
+
+#include "fxcpp/passes/lint.h"
+#include "fxcpp/passes/subgraph_matcher.h"
+#ifdef FXCPP_BINDINGS_TORCH
+#include <c10/util/Exception.h>
+
+#include "fxcpp/torch/ops.h"
+#endif
 
 namespace fxcpp::py {
 
@@ -62,6 +74,87 @@ std::string display_text_owned(PyObject* s) {
 
 PyObject* str_from_display_text(std::string_view text) {
   return PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "surrogatepass");
+}
+
+// Note [Exception table]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// The one place where C++ exceptions become Python exceptions: every def<> /
+// guard<> boundary of both extensions calls set_python_error_from_cpp, whose
+// rows below are tried in order (most derived first). Messages are decoded as
+// UTF-8 with backslashreplace, so one that quotes bytes from a file stays
+// readable. Rows for types only one extension can name are compiled into that
+// extension alone: the runtime's errors into fxcpp._C_torch, the errors that
+// carry a node (raised as torch.fx's KeyError(node), which needs _C's node
+// wrappers) into fxcpp._C.
+namespace {
+
+// Sets a Python exception of `type` whose message is `text` (never an empty
+// message when decoding fails).
+void set_error(PyObject* type, const char* text) {
+  PyObject* msg = PyUnicode_DecodeUTF8(text, static_cast<Py_ssize_t>(std::strlen(text)), "backslashreplace");
+  if (!msg) {
+    PyErr_Clear();
+    msg = PyUnicode_FromString("fxcpp: an error whose message could not be decoded");
+    if (!msg) return;  // MemoryError is set
+  }
+  PyErr_SetObject(type, msg);
+  Py_DECREF(msg);
+}
+
+// AssertionError with `text`, or bare when it is empty (torch.fx's `assert x`).
+void set_assertion_error(const char* text) {
+  if (*text) set_error(PyExc_AssertionError, text);
+  else PyErr_SetNone(PyExc_AssertionError);
+}
+
+#ifndef FXCPP_BINDINGS_TORCH
+// torch.fx's KeyError(node) (from `val_map[node]`, the matcher's lookups);
+// KeyError(text) when the node cannot be wrapped.
+void set_key_error_of(const Node* node, const char* text) {
+  try {
+    Ref w = Ref::steal(wrap_node(const_cast<Node*>(node)));
+    PyErr_SetObject(PyExc_KeyError, w.get());
+  } catch (...) {
+    if (!PyErr_Occurred()) set_error(PyExc_KeyError, text);
+  }
+}
+#endif
+
+}  // namespace
+
+void set_python_error_from_cpp() {
+  try {
+    throw;
+  } catch (const PythonError&) {
+    // already set
+#ifdef FXCPP_BINDINGS_TORCH
+  } catch (const torch::InputError& e) {
+    set_error(PyExc_TypeError, e.what());
+  } catch (const torch::FormatError& e) {
+    set_error(PyExc_ValueError, e.what());
+  } catch (const c10::Error& e) {
+    set_error(PyExc_RuntimeError, e.what_without_backtrace());
+#else
+  } catch (const UnmappedNode& e) {
+    set_key_error_of(e.node, e.what());
+  } catch (const UnmatchedPatternNode& e) {
+    set_key_error_of(e.node, e.what());
+#endif
+  } catch (const SubgraphAssertion& e) {
+    set_assertion_error(e.what());
+  } catch (const AssertionFailure& e) {
+    set_assertion_error(e.what());
+  } catch (const LintError& e) {
+    set_error(PyExc_RuntimeError, e.what());
+  } catch (const std::out_of_range& e) {
+    set_error(PyExc_IndexError, e.what());
+  } catch (const std::invalid_argument& e) {
+    set_error(PyExc_ValueError, e.what());
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    set_error(PyExc_RuntimeError, e.what());
+  }
 }
 
 int add_functions(PyObject* m, PyMethodDef* defs) { return PyModule_AddFunctions(m, defs); }
