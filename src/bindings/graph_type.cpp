@@ -93,49 +93,6 @@ Graph* graph_of(PyObject* self) { return as_pygraph(self)->graph; }
 
 }  // namespace
 
-bool parse_fast(const char* fname, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
-                std::initializer_list<const char*> names, size_t required, PyObject** out) {
-  size_t n = names.size();
-  for (size_t i = 0; i < n; ++i) out[i] = nullptr;
-  if (static_cast<size_t>(nargs) > n) {
-    PyErr_Format(PyExc_TypeError, "%s() takes at most %zu arguments (%zd given)", fname, n, nargs);
-    return false;
-  }
-  for (Py_ssize_t i = 0; i < nargs; ++i) out[i] = args[i];
-  if (kwnames) {
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); ++k) {
-      PyObject* key = PyTuple_GET_ITEM(kwnames, k);
-      size_t idx = 0;
-      bool found = false;
-      for (const char* nm : names) {
-        if (PyUnicode_CompareWithASCIIString(key, nm) == 0) {
-          found = true;
-          break;
-        }
-        ++idx;
-      }
-      if (!found) {
-        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, key);
-        return false;
-      }
-      if (out[idx]) {
-        PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%U'", fname, key);
-        return false;
-      }
-      out[idx] = args[nargs + k];
-    }
-  }
-  size_t i = 0;
-  for (const char* nm : names) {
-    if (i < required && !out[i]) {
-      PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname, nm);
-      return false;
-    }
-    ++i;
-  }
-  return true;
-}
-
 namespace {
 
 // ------------------------------------------------------------------ methods

@@ -253,7 +253,7 @@ void clear_object_caches() { g_iface.clear(); }
 
 // ------------------------------------------------------------ conversions
 
-// RecursionGuard (bindings.h) bounds the nesting of converted containers by
+// RecursionGuard (toolkit.h) bounds the nesting of converted containers by
 // Python's recursion limit (torch.fx's map_aggregate raises RecursionError on
 // self-containing lists; so do we, instead of overflowing the C stack). The
 // core's recursive walks over argument trees are bounded by the same depth.

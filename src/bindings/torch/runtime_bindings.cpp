@@ -8,7 +8,7 @@
 // touches no Python object), and converts the result back with the GIL held
 // again. So Python threads that call one loaded model run their forwards in
 // parallel.
-#include "bindings.h"  // first: Python.h with PY_SSIZE_T_CLEAN
+#include "toolkit.h"  // first: Python.h with PY_SSIZE_T_CLEAN
 
 #include <torch/csrc/autograd/python_variable.h>
 
