@@ -6,7 +6,7 @@ IR, code generation and GraphModule -- backed by a C++ graph core.
 from .graph_module import GraphModule
 from ._symbolic_trace import symbolic_trace, Tracer, wrap, PH, ProxyableClassMeta
 from .graph import Graph, CodeGen
-from .node import Node, map_arg
+from .node import Node, map_arg, has_side_effect
 from .proxy import Proxy
 from .interop import from_torch_fx, to_torch_fx
 
@@ -26,13 +26,11 @@ import os as _os
 cmake_prefix_path = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), 'share', 'cmake')
 del _os
 
-# What `from fxcpp import *` binds: torch.fx's public names (torch.fx 1.13 has
-# no __all__, so its star import takes every public name it binds), and
-# fxcpp's bridges to torch.fx.
-__all__ = [
-    "symbolic_trace", "Tracer", "wrap", "PH", "ProxyableClassMeta", "Graph", "CodeGen", "GraphModule", "Node",
-    "map_arg", "Proxy", "Interpreter", "Transformer", "replace_pattern", "from_torch_fx", "to_torch_fx",
-]
+# What `from fxcpp import *` binds: what `from torch.fx import *` binds on the installed torch
+# (_torch_compat.TORCH_FX_ALL), and fxcpp's bridges to torch.fx.
+from ._torch_compat import TORCH_FX_ALL as _TORCH_FX_ALL
+__all__ = [*_TORCH_FX_ALL, "from_torch_fx", "to_torch_fx"]
+del _TORCH_FX_ALL
 
 
 def explore(obj, name=None, **kwargs):

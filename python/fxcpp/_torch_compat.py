@@ -20,6 +20,13 @@ FX_NODE_HAS_C_BASE = getattr(torch._C, '_NodeBase', None) is not None and \
 FX_GRAPH_HAS_C_BASE = any(b.__module__ == 'torch._C' for b in torch.fx.Graph.__mro__[1:] if b is not object)
 
 
+#: The names `from torch.fx import *` binds: torch.fx.__all__ on 2.x; 1.13 has no __all__,
+#: so its star import takes the public names torch/fx/__init__.py binds (modules aside).
+TORCH_FX_ALL = tuple(getattr(torch.fx, '__all__', None) or (
+    'symbolic_trace', 'Tracer', 'wrap', 'PH', 'ProxyableClassMeta', 'Graph', 'CodeGen', 'GraphModule', 'Node',
+    'map_arg', 'Proxy', 'Interpreter', 'Transformer', 'replace_pattern'))
+
+
 def node_bases(native_base):
     """The bases of fxcpp's Node: its C base, and torch.fx.Node where layouts allow."""
     return (native_base,) if FX_NODE_HAS_C_BASE else (native_base, torch.fx.Node)

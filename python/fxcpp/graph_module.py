@@ -39,7 +39,6 @@ from . import _forward_builder, _torch_compat
 from ._forward_builder import (  # noqa: F401
     _EvalCacheLoader, _LazyForward, _exec_with_source, _forward_from_src, _loader)
 from ._compatibility import compatibility
-from .interop import from_torch_fx as _from_torch_fx
 from .graph import Graph, PythonCode, _PyTreeCodeGen, _custom_builtins, _is_from_torch
 
 # When true, ``recompile`` defers building ``forward`` from the generated
@@ -331,7 +330,8 @@ class GraphModule(torch.nn.Module):
         super().__init__()
         self.__class__.__name__ = class_name
         if not isinstance(graph, Graph) and isinstance(graph, torch.fx.Graph):
-            graph = _from_torch_fx(graph)
+            from .interop import from_torch_fx  # interop imports this module
+            graph = from_torch_fx(graph)
         if isinstance(root, torch.nn.Module):
             if hasattr(root, 'training'):
                 self.training = root.training
@@ -393,7 +393,8 @@ class GraphModule(torch.nn.Module):
         """Install ``g`` as this module's graph and regenerate ``forward``
         (a ``torch.fx.Graph`` is converted with ``fxcpp.from_torch_fx``)."""
         if not isinstance(g, Graph) and isinstance(g, torch.fx.Graph):
-            g = _from_torch_fx(g)
+            from .interop import from_torch_fx  # interop imports this module
+            g = from_torch_fx(g)
         assert isinstance(g, Graph), f'Expected a Graph instance, but got {type(g)}'
         self._graph = g
         g.owning_module = self

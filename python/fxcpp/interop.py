@@ -40,6 +40,12 @@ from typing import Any, Callable, Dict
 import torch
 import torch.fx
 
+# interop sits above graph_module: graph_module imports from_torch_fx lazily.
+from . import graph as fg, immutable_collections as fic
+from ._symbolic_trace import Tracer
+from .graph_module import GraphModule
+from .node import Node
+
 __all__ = ["from_torch_fx", "to_torch_fx"]
 
 
@@ -86,10 +92,6 @@ def _torch_lib() -> _Lib:
 def _fxcpp_lib() -> _Lib:
     lib = _libs.get('fxcpp')
     if lib is None:
-        from . import graph as fg, immutable_collections as fic
-        from .graph_module import GraphModule
-        from .node import Node
-        from ._symbolic_trace import Tracer
         lib = _libs['fxcpp'] = _Lib('fxcpp', fg.Graph, Node, GraphModule, Tracer, fg.CodeGen,
                                     fg._PyTreeCodeGen, fg._PyTreeInfo,
                                     fic.immutable_list, fic.immutable_dict)

@@ -43,6 +43,14 @@ _side_effectful_functions: Set[Callable] = {
     torch.ops.profiler._record_function_exit}
 
 
+
+def has_side_effect(fn):
+    """Registers `fn` as side-effectful: call_function nodes of it are impure
+    (dead code elimination keeps them), as torch.fx 2.x's ``has_side_effect``.
+    Returns `fn`, so it works as a decorator."""
+    _side_effectful_functions.add(fn)
+    return fn
+
 def _find_module_of_method(orig_method: Callable[..., Any]) -> str:
     name = orig_method.__name__
     module = orig_method.__module__

@@ -30,30 +30,10 @@ _TUPLE_TYPES = (tuple,)
 _LIST_TYPES = frozenset((list, _immutable_list))
 _DICT_TYPES = frozenset((dict, _immutable_dict))
 
-try:  # pragma: no cover - depends on what the package ships
-    from ._compatibility import compatibility
-except ImportError:  # pragma: no cover
-    import textwrap as _textwrap
+from torch.fx.operator_schemas import check_for_mutable_operation
 
-    def compatibility(is_backward_compatible: bool):
-        note = ("\n.. note::\n    Backwards-compatibility for this API is guaranteed.\n"
-                if is_backward_compatible else
-                "\n.. warning::\n    This API is experimental and is *NOT* backward-compatible.\n")
-
-        def mark(fn):
-            fn.__doc__ = _textwrap.dedent(getattr(fn, '__doc__', None) or '') + note
-            return fn
-        return mark
-
-try:  # pragma: no cover
-    from .operator_schemas import check_for_mutable_operation
-except ImportError:  # pragma: no cover
-    from torch.fx.operator_schemas import check_for_mutable_operation
-
-try:  # pragma: no cover
-    from . import traceback as fx_traceback
-except ImportError:  # pragma: no cover
-    import torch.fx.traceback as fx_traceback
+from ._compatibility import compatibility
+from . import traceback as fx_traceback
 
 __all__ = ['TracerBase', 'GraphAppendingTracer', 'TraceError', 'Proxy', 'Attribute', 'ParameterProxy']
 

@@ -93,49 +93,6 @@ Graph* graph_of(PyObject* self) { return as_pygraph(self)->graph; }
 
 }  // namespace
 
-bool parse_fast(const char* fname, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
-                std::initializer_list<const char*> names, size_t required, PyObject** out) {
-  size_t n = names.size();
-  for (size_t i = 0; i < n; ++i) out[i] = nullptr;
-  if (static_cast<size_t>(nargs) > n) {
-    PyErr_Format(PyExc_TypeError, "%s() takes at most %zu arguments (%zd given)", fname, n, nargs);
-    return false;
-  }
-  for (Py_ssize_t i = 0; i < nargs; ++i) out[i] = args[i];
-  if (kwnames) {
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); ++k) {
-      PyObject* key = PyTuple_GET_ITEM(kwnames, k);
-      size_t idx = 0;
-      bool found = false;
-      for (const char* nm : names) {
-        if (PyUnicode_CompareWithASCIIString(key, nm) == 0) {
-          found = true;
-          break;
-        }
-        ++idx;
-      }
-      if (!found) {
-        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, key);
-        return false;
-      }
-      if (out[idx]) {
-        PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%U'", fname, key);
-        return false;
-      }
-      out[idx] = args[nargs + k];
-    }
-  }
-  size_t i = 0;
-  for (const char* nm : names) {
-    if (i < required && !out[i]) {
-      PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname, nm);
-      return false;
-    }
-    ++i;
-  }
-  return true;
-}
-
 namespace {
 
 // ------------------------------------------------------------------ methods
@@ -218,7 +175,7 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
     }
     std::string cand = nm ? *nm : Graph::target_to_str(to_target(target, target_what(*op)));
     std::string uniq = g->names().create_name(cand, nullptr).str();
-    Ref r = Ref::steal(PyObject_CallFunction(check(helper("_bad_target")), "OsOO", self, uniq.c_str(), target,
+    Ref r = Ref::steal(PyObject_CallFunction(helpers().bad_target, "OsOO", self, uniq.c_str(), target,
                                              *op == Op::CallFunction ? Py_True : Py_False));
     if (!r) return nullptr;
     PyErr_SetString(PyExc_RuntimeError, "_bad_target returned instead of raising");
@@ -298,7 +255,7 @@ void copy_meta(PyObject* src_w, PyObject* dst_w) {
   auto* d = reinterpret_cast<PyNode*>(dst_w);
   if (!s->meta) return;
   Ref m = PyDict_CheckExact(s->meta) ? owned(PyDict_Copy(s->meta))
-                                     : owned(PyObject_CallOneArg(check(helper("_copy")), s->meta));
+                                     : owned(PyObject_CallOneArg(helpers().copy, s->meta));
   Py_XSETREF(d->meta, m.release());
 }
 
@@ -409,7 +366,7 @@ PyObject* graph_str(PyObject* self) {
 
 // A bound method when type(codegen).name is not CodeGen's own, else None.
 Ref method_if_overridden(PyObject* codegen, const char* name) {
-  PyObject* base = check(helper("CodeGen"));
+  PyObject* base = helpers().codegen;
   Ref mine = owned(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(codegen)), name));
   Ref theirs = owned(PyObject_GetAttrString(base, name));
   if (mine.get() == theirs.get()) return Ref::borrow(Py_None);
@@ -476,7 +433,7 @@ PyObject* graph_python_code(PyObject* self, PyObject* args) {
     // as is, lone surrogates included, and so do we.
     return display_text_owned(Ref::borrow(v).release());
   };
-  opts.hooks.wrap_fn = borrow_obj(check(helper("wrap")));
+  opts.hooks.wrap_fn = borrow_obj(helpers().wrap);
 
   Ref gen_fn_def, gen_out, add_globals, body_tf;
   if (codegen != Py_None) {
@@ -677,7 +634,7 @@ Argument import_arg(PyObject* o, const std::vector<Node*>& nodes, PyObject* ref_
 // insert_position is -1 for the root.
 PyObject* graph_export_nodes(PyObject* self, PyObject*) {
   Graph* g = graph_of(self);
-  PyObject* ref_cls = check(helper("_NodeRef"));
+  PyObject* ref_cls = helpers().node_ref;
   std::unordered_map<const Node*, Py_ssize_t> pos;
   pos.reserve(g->size());
   Ref records = owned(PyList_New(0));
@@ -725,7 +682,7 @@ PyObject* graph_import_nodes(PyObject* self, PyObject* args) {
     PyErr_SetString(PyExc_RuntimeError, "_import_nodes: the graph is not empty");
     return nullptr;
   }
-  PyObject* ref_cls = check(helper("_NodeRef"));
+  PyObject* ref_cls = helpers().node_ref;
   std::vector<Node*> nodes;
   nodes.reserve(static_cast<size_t>(PyList_GET_SIZE(records)));
   g->names().reserve(static_cast<size_t>(PyList_GET_SIZE(records)));

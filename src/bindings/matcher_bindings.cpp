@@ -17,26 +17,6 @@ Graph& graph_arg(PyObject* graph) {
   return *g;
 }
 
-/// Runs `body`, re-raising the matcher's exceptions as torch.fx's Python ones:
-/// SubgraphAssertion -> AssertionError, UnmatchedPatternNode -> KeyError(node).
-/// Anything else reaches the def<> boundary (std::invalid_argument: ValueError).
-template <class Body>
-PyObject* with_matcher_errors(Body body) {
-  try {
-    return body();
-  } catch (const SubgraphAssertion& e) {
-    if (*e.what()) {
-      PyErr_SetString(PyExc_AssertionError, e.what());
-    } else {
-      PyErr_SetNone(PyExc_AssertionError);
-    }
-  } catch (const UnmatchedPatternNode& e) {
-    Ref w = owned(wrap_node(const_cast<Node*>(e.node)));
-    PyErr_SetObject(PyExc_KeyError, w.get());
-  }
-  throw PythonError();
-}
-
 /// A new list of the Python values of `v`.
 Ref list_of(const std::vector<Argument>& v) {
   Ref l = owned(PyList_New(static_cast<Py_ssize_t>(v.size())));
@@ -62,7 +42,7 @@ void copy_node_meta(const Node& src, Node& dst) {
   if (!sw || !sw->meta) return;
   if (PyDict_Check(sw->meta) && PyDict_GET_SIZE(sw->meta) == 0) return;
   Ref m = owned(PyDict_CheckExact(sw->meta) ? PyDict_Copy(sw->meta)
-                                             : PyObject_CallOneArg(check(helper("_copy")), sw->meta));
+                                             : PyObject_CallOneArg(helpers().copy, sw->meta));
   Ref dw = owned(wrap_node(&dst));
   Py_XSETREF(reinterpret_cast<PyNode*>(dw.get())->meta, m.release());
 }
@@ -78,7 +58,8 @@ PyObject* subgraph_match(PyObject*, PyObject* args) {
     throw PythonError();
   Graph& pg = graph_arg(pattern);
   Graph& g = graph_arg(graph);
-  return with_matcher_errors([&] {
+  // SubgraphAssertion and UnmatchedPatternNode: Note [Exception table] in toolkit.cpp.
+  return [&] {
     SubgraphMatcherOptions opts;
     opts.match_output = match_output;
     opts.match_placeholder = match_placeholder;
@@ -98,7 +79,7 @@ PyObject* subgraph_match(PyObject*, PyObject* args) {
                       check(PyTuple_Pack(4, anchors.get(), nm.get(), ph.get(), rn.get())));
     }
     return out.release();
-  });
+  }();
 }
 
 /// _replace_pattern(graph, pattern_graph, replacement_graph, Match) -> [Match]
@@ -109,7 +90,8 @@ PyObject* replace_pattern(PyObject*, PyObject* args) {
   Graph& g = graph_arg(graph);
   Graph& pg = graph_arg(pattern);
   Graph& rg = graph_arg(replacement);
-  return with_matcher_errors([&] {
+  // SubgraphAssertion and UnmatchedPatternNode: Note [Exception table] in toolkit.cpp.
+  return [&] {
     SubgraphMatcher m(pg);
     std::vector<InternalMatch> matches = m.match(g);
     // Build the Match objects first: wrapping the matched nodes keeps them
@@ -130,7 +112,7 @@ PyObject* replace_pattern(PyObject*, PyObject* args) {
     hooks.on_copy = copy_node_meta;
     replace_matches(g, m, rg, matches, hooks);
     return out.release();
-  });
+  }();
 }
 
 PyMethodDef matcher_methods[] = {

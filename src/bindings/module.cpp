@@ -11,20 +11,19 @@ namespace fxcpp::py {
 namespace {
 
 PyObject* set_classes(PyObject*, PyObject* args) {
-  PyObject *node_cls, *ilist, *idict, *helpers;
-  if (!PyArg_ParseTuple(args, "OOOO!:_set_classes", &node_cls, &ilist, &idict, &PyDict_Type, &helpers)) return nullptr;
+  PyObject *node_cls, *ilist, *idict, *helper_dict;
+  if (!PyArg_ParseTuple(args, "OOOO!:_set_classes", &node_cls, &ilist, &idict, &PyDict_Type, &helper_dict)) return nullptr;
   if (!PyType_Check(node_cls) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(node_cls), NodeBaseType)) {
     PyErr_SetString(PyExc_TypeError, "node class must subclass NodeBase");
     return nullptr;
   }
+  set_helpers(helper_dict);  // first: a bad helper dict changes nothing
   Py_INCREF(node_cls);
   Py_XSETREF(g_node_class, node_cls);
   Py_INCREF(ilist);
   Py_XSETREF(g_immutable_list, ilist);
   Py_INCREF(idict);
   Py_XSETREF(g_immutable_dict, idict);
-  Py_INCREF(helpers);
-  Py_XSETREF(g_helpers, helpers);
   Py_RETURN_NONE;
 }
 
@@ -61,8 +60,7 @@ std::string non_ascii_repr(const std::string& utf8) {
 // torch.fx's _snake_case (the package's copy) for names with non-ASCII
 // characters: Unicode case rules (NameRules::non_ascii_snake_case).
 std::string non_ascii_snake_case(std::string_view utf8) {
-  PyObject* h = helper("_snake_case");
-  if (!h) throw PythonError();
+  PyObject* h = helpers().snake_case;
   Ref u = owned(PyUnicode_DecodeUTF8(utf8.data(), static_cast<Py_ssize_t>(utf8.size()), "surrogatepass"));
   return utf8_owned(PyObject_CallOneArg(h, u.get()), "_snake_case()");
 }

@@ -45,7 +45,7 @@ Node* node_of(PyObject* o) {
 
 bool py_module_is_impure(const Node& n) {
   Ref w = Ref::steal(wrap_node(const_cast<Node*>(&n)));
-  Ref r = owned(PyObject_CallOneArg(check(helper("_module_is_impure")), w.get()));
+  Ref r = owned(PyObject_CallOneArg(helpers().module_is_impure, w.get()));
   return check(PyObject_IsTrue(r.get())) == 1;
 }
 
@@ -204,7 +204,7 @@ int set_target(PyObject* self, PyObject* v, void*) {
   // there and fails later, printing): the core's printer and codegen rely on it.
   bool want_callable = n->op() == Op::CallFunction;
   if (want_callable ? PyUnicode_Check(v) || !PyCallable_Check(v) : !PyUnicode_Check(v)) {
-    Ref r = owned(PyObject_CallFunction(check(helper("_bad_target")), "OsOO", graph_pyobject(n->graph()),
+    Ref r = owned(PyObject_CallFunction(helpers().bad_target, "OsOO", graph_pyobject(n->graph()),
                                         n->name_c_str(), v, want_callable ? Py_True : Py_False));
     PyErr_SetString(PyExc_RuntimeError, "_bad_target returned instead of raising");
     return -1;

@@ -1,4 +1,5 @@
 // ObjectInterface for Python objects, and Python <-> Argument conversion.
+#include <iterator>
 #include <unordered_map>
 #ifdef __linux__
 #include <pthread.h>
@@ -9,46 +10,69 @@
 
 namespace fxcpp::py {
 
-PyObject* g_helpers = nullptr;
 PyObject* g_immutable_list = nullptr;
 PyObject* g_immutable_dict = nullptr;
 const std::function<std::string(const Node*)>* g_codegen_node_repr = nullptr;
 
-PyObject* helper(const char* name) {
-  PyObject* h = g_helpers ? PyDict_GetItemString(g_helpers, name) : nullptr;
-  if (!h) PyErr_Format(PyExc_RuntimeError, "fxcpp internal helper '%s' is not registered", name);
-  return h;
+namespace {
+Helpers g_helpers;
+bool g_helpers_set = false;
+
+/// The names graph.py registers each Helpers field under.
+constexpr struct {
+  const char* name;
+  PyObject* Helpers::*field;
+} kHelperNames[] = {
+    {"_type_repr", &Helpers::type_repr},
+    {"_target_info", &Helpers::target_info},
+    {"_bad_target", &Helpers::bad_target},
+    {"_module_is_impure", &Helpers::module_is_impure},
+    {"_origin_type", &Helpers::origin_type},
+    {"_snake_case", &Helpers::snake_case},
+    {"_copy", &Helpers::copy},
+    {"_NodeRef", &Helpers::node_ref},
+    {"CodeGen", &Helpers::codegen},
+    {"wrap", &Helpers::wrap},
+};
+}  // namespace
+
+const Helpers& helpers() {
+  if (!g_helpers_set) {
+    PyErr_SetString(PyExc_RuntimeError, "fxcpp._C: the package's helpers are not registered (import fxcpp first)");
+    throw PythonError();
+  }
+  return g_helpers;
 }
 
-void set_python_error_from_cpp() {
-  try {
-    throw;
-  } catch (const PythonError&) {
-    // already set
-  } catch (const LintError& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  } catch (const AssertionFailure& e) {
-    if (*e.what()) PyErr_SetString(PyExc_AssertionError, e.what());
-    else PyErr_SetNone(PyExc_AssertionError);
-  } catch (const UnmappedNode& e) {
-    // torch.fx: KeyError(node) from `val_map[node]`.
-    try {
-      Ref w = Ref::steal(wrap_node(const_cast<Node*>(e.node)));
-      PyErr_SetObject(PyExc_KeyError, w.get());
-    } catch (...) {
-      if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, e.what());
+void set_helpers(PyObject* dict) {
+  Helpers h;
+  for (const auto& e : kHelperNames) {
+    PyObject* v = PyDict_GetItemString(dict, e.name);  // borrowed
+    if (!v) {
+      PyErr_Format(PyExc_RuntimeError, "fxcpp._C._set_classes: the helper '%s' is missing", e.name);
+      throw PythonError();
     }
-  } catch (const std::out_of_range& e) {
-    PyErr_SetString(PyExc_IndexError, e.what());
-  } catch (const std::invalid_argument& e) {
-    PyErr_SetString(PyExc_ValueError, e.what());
-  } catch (const std::runtime_error& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
+    h.*e.field = v;
   }
+  if (PyDict_Size(dict) != static_cast<Py_ssize_t>(std::size(kHelperNames))) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+      bool known = false;
+      for (const auto& e : kHelperNames)
+        known |= PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, e.name) == 0;
+      if (!known) {
+        PyErr_Format(PyExc_RuntimeError, "fxcpp._C._set_classes: unknown helper %R", key);
+        throw PythonError();
+      }
+    }
+  }
+  for (const auto& e : kHelperNames) {
+    Py_INCREF(h.*e.field);
+    if (g_helpers_set) Py_DECREF(g_helpers.*e.field);
+  }
+  g_helpers = h;
+  g_helpers_set = true;
 }
 
 namespace {
@@ -134,7 +158,7 @@ class PyInterface final : public ObjectInterface {
   }
   bool truthy(void* p) const override { return check(PyObject_IsTrue(static_cast<PyObject*>(p))) != 0; }
   std::string type_repr(void* p) const override {
-    PyObject* h = check(helper("_type_repr"));
+    PyObject* h = helpers().type_repr;
     return display_text_owned(PyObject_CallOneArg(h, static_cast<PyObject*>(p)));
   }
   std::vector<std::string> tuple_fields(void* p) const override {
@@ -167,7 +191,7 @@ class PyInterface final : public ObjectInterface {
       if (qualified_reference(p).empty() && PyObject_Hash(o) == -1) throw PythonError();
       return add_global(hint, Object::borrow(this, p));
     }
-    PyObject* mapper = check(helper("_origin_type"));
+    PyObject* mapper = helpers().origin_type;
     Ref ot = owned(PyObject_CallOneArg(mapper, origin.get()));
     Object otype = Object::borrow(this, ot.get());
     std::string origin_name = add_global(type_repr(ot.get()), otype);
@@ -189,7 +213,7 @@ class PyInterface final : public ObjectInterface {
   const TargetInfo& info(void* p) const {
     auto it = cache_.find(p);
     if (it != cache_.end()) return it->second.second;
-    PyObject* h = check(helper("_target_info"));
+    PyObject* h = helpers().target_info;
     Ref t = owned(PyObject_CallOneArg(h, static_cast<PyObject*>(p)));
     TargetInfo ti;
     if (!PyTuple_Check(t.get()) || PyTuple_GET_SIZE(t.get()) != 6) {
@@ -229,7 +253,7 @@ void clear_object_caches() { g_iface.clear(); }
 
 // ------------------------------------------------------------ conversions
 
-// RecursionGuard (bindings.h) bounds the nesting of converted containers by
+// RecursionGuard (toolkit.h) bounds the nesting of converted containers by
 // Python's recursion limit (torch.fx's map_aggregate raises RecursionError on
 // self-containing lists; so do we, instead of overflowing the C stack). The
 // core's recursive walks over argument trees are bounded by the same depth.

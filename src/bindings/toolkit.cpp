@@ -1,5 +1,19 @@
-// The binding toolkit's out-of-line parts (Note [Binding toolkit]).
-#include "bindings.h"
+// The binding toolkit's out-of-line parts (Note [Binding toolkit]) and the
+// exception table (Note [Exception table]). Compiled into both extensions;
+// FXCPP_BINDINGS_TORCH is defined for fxcpp._C_torch's copy.
+#include "toolkit.h"
+
+#include <cstring>
+
+#include "fxcpp/passes/lint.h"
+#include "fxcpp/passes/subgraph_matcher.h"
+#ifdef FXCPP_BINDINGS_TORCH
+#include <c10/util/Exception.h>
+
+#include "fxcpp/torch/ops.h"
+#else
+#include "bindings.h"  // wrap_node, for the KeyError(node) rows
+#endif
 
 namespace fxcpp::py {
 
@@ -64,6 +78,130 @@ PyObject* str_from_display_text(std::string_view text) {
   return PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "surrogatepass");
 }
 
+// Note [Exception table]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// The one place where C++ exceptions become Python exceptions: every def<> /
+// guard<> boundary of both extensions calls set_python_error_from_cpp, whose
+// rows below are tried in order (most derived first). Messages are decoded as
+// UTF-8 with backslashreplace, so one that quotes bytes from a file stays
+// readable. Rows for types only one extension can name are compiled into that
+// extension alone: the runtime's errors into fxcpp._C_torch, the errors that
+// carry a node (raised as torch.fx's KeyError(node), which needs _C's node
+// wrappers) into fxcpp._C.
+namespace {
+
+// Sets a Python exception of `type` whose message is `text` (never an empty
+// message when decoding fails).
+void set_error(PyObject* type, const char* text) {
+  PyObject* msg = PyUnicode_DecodeUTF8(text, static_cast<Py_ssize_t>(std::strlen(text)), "backslashreplace");
+  if (!msg) {
+    PyErr_Clear();
+    msg = PyUnicode_FromString("fxcpp: an error whose message could not be decoded");
+    if (!msg) return;  // MemoryError is set
+  }
+  PyErr_SetObject(type, msg);
+  Py_DECREF(msg);
+}
+
+// AssertionError with `text`, or bare when it is empty (torch.fx's `assert x`).
+void set_assertion_error(const char* text) {
+  if (*text) set_error(PyExc_AssertionError, text);
+  else PyErr_SetNone(PyExc_AssertionError);
+}
+
+#ifndef FXCPP_BINDINGS_TORCH
+// torch.fx's KeyError(node) (from `val_map[node]`, the matcher's lookups);
+// KeyError(text) when the node cannot be wrapped.
+void set_key_error_of(const Node* node, const char* text) {
+  try {
+    Ref w = Ref::steal(wrap_node(const_cast<Node*>(node)));
+    PyErr_SetObject(PyExc_KeyError, w.get());
+  } catch (...) {
+    if (!PyErr_Occurred()) set_error(PyExc_KeyError, text);
+  }
+}
+#endif
+
+}  // namespace
+
+void set_python_error_from_cpp() {
+  try {
+    throw;
+  } catch (const PythonError&) {
+    // already set
+#ifdef FXCPP_BINDINGS_TORCH
+  } catch (const torch::InputError& e) {
+    set_error(PyExc_TypeError, e.what());
+  } catch (const torch::FormatError& e) {
+    set_error(PyExc_ValueError, e.what());
+  } catch (const c10::Error& e) {
+    set_error(PyExc_RuntimeError, e.what_without_backtrace());
+#else
+  } catch (const UnmappedNode& e) {
+    set_key_error_of(e.node, e.what());
+  } catch (const UnmatchedPatternNode& e) {
+    set_key_error_of(e.node, e.what());
+#endif
+  } catch (const SubgraphAssertion& e) {
+    set_assertion_error(e.what());
+  } catch (const AssertionFailure& e) {
+    set_assertion_error(e.what());
+  } catch (const LintError& e) {
+    set_error(PyExc_RuntimeError, e.what());
+  } catch (const std::out_of_range& e) {
+    set_error(PyExc_IndexError, e.what());
+  } catch (const std::invalid_argument& e) {
+    set_error(PyExc_ValueError, e.what());
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    set_error(PyExc_RuntimeError, e.what());
+  }
+}
+
 int add_functions(PyObject* m, PyMethodDef* defs) { return PyModule_AddFunctions(m, defs); }
+
+bool parse_fast(const char* fname, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                std::initializer_list<const char*> names, size_t required, PyObject** out) {
+  size_t n = names.size();
+  for (size_t i = 0; i < n; ++i) out[i] = nullptr;
+  if (static_cast<size_t>(nargs) > n) {
+    PyErr_Format(PyExc_TypeError, "%s() takes at most %zu arguments (%zd given)", fname, n, nargs);
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < nargs; ++i) out[i] = args[i];
+  if (kwnames) {
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); ++k) {
+      PyObject* key = PyTuple_GET_ITEM(kwnames, k);
+      size_t idx = 0;
+      bool found = false;
+      for (const char* nm : names) {
+        if (PyUnicode_CompareWithASCIIString(key, nm) == 0) {
+          found = true;
+          break;
+        }
+        ++idx;
+      }
+      if (!found) {
+        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, key);
+        return false;
+      }
+      if (out[idx]) {
+        PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%U'", fname, key);
+        return false;
+      }
+      out[idx] = args[nargs + k];
+    }
+  }
+  size_t i = 0;
+  for (const char* nm : names) {
+    if (i < required && !out[i]) {
+      PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname, nm);
+      return false;
+    }
+    ++i;
+  }
+  return true;
+}
 
 }  // namespace fxcpp::py

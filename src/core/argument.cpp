@@ -1,5 +1,6 @@
 #include "fxcpp/core/argument.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -124,33 +125,65 @@ bool Argument::contains_nodes() const {
   }
 }
 
+// ---- Note [Python equality] -----------------------------------------------------------
+// Argument::operator== is Python's `a == b` on the values a graph holds, the
+// one equality of the core (the subgraph matcher's literal comparisons use it):
+// * bool, int and float compare by value across kinds (True == 1 == 1.0), and
+//   an int with a float exactly, as CPython does (2**53 + 1 != 2.0**53; nan
+//   equals nothing, inf no int);
+// * tuples and lists item by item, a tuple never equal to a list; a named
+//   tuple compares as a plain tuple;
+// * dicts by key set: same length, and each key of one found in the other
+//   (keys compared with ==, so 1 and True are one key) with an equal value.
+//   Insertion order does not matter;
+// * Node references by identity, foreign objects through Object::equals,
+//   slices by (start, stop, step).
+// Two Arguments sharing one payload are equal without a walk, as CPython's
+// containers compare an item with itself by identity first.
 namespace {
 bool is_numeric(ArgKind k) { return k == ArgKind::Bool || k == ArgKind::Int || k == ArgKind::Double; }
-double numeric_value(const Argument& a) {
-  switch (a.kind()) {
-    case ArgKind::Bool: return a.as_bool() ? 1.0 : 0.0;
-    case ArgKind::Int: return static_cast<double>(a.as_int());
-    default: return a.as_double();
+
+int64_t integer_value(const Argument& a) { return a.kind() == ArgKind::Bool ? (a.as_bool() ? 1 : 0) : a.as_int(); }
+
+// CPython's int == float: exact, never through a rounded conversion.
+bool int_equals_double(int64_t i, double d) {
+  if (!std::isfinite(d) || d != std::floor(d)) return false;
+  // [-2**63, 2**63) holds every int64; a double outside it equals none.
+  if (d < -9223372036854775808.0 || d >= 9223372036854775808.0) return false;
+  return static_cast<int64_t>(d) == i;
+}
+
+bool numbers_equal(const Argument& a, const Argument& b) {
+  const bool ad = a.kind() == ArgKind::Double, bd = b.kind() == ArgKind::Double;
+  if (ad && bd) return a.as_double() == b.as_double();
+  if (ad) return int_equals_double(integer_value(b), a.as_double());
+  if (bd) return int_equals_double(integer_value(a), b.as_double());
+  return integer_value(a) == integer_value(b);
+}
+
+bool dicts_equal(const ArgPairs& x, const ArgPairs& y) {
+  if (x.size() != y.size()) return false;
+  for (const auto& kv : x) {
+    auto it = std::find_if(y.begin(), y.end(), [&](const auto& o) { return o.first == kv.first; });
+    if (it == y.end() || !(it->second == kv.second)) return false;
   }
+  return true;
 }
 }  // namespace
 
 bool Argument::operator==(const Argument& o) const {
-  if (kind_ != o.kind_) {
-    // Python numeric tower: True == 1 == 1.0.
-    if (is_numeric(kind_) && is_numeric(o.kind_)) return numeric_value(*this) == numeric_value(o);
-    return false;
-  }
+  if (is_numeric(kind_) && is_numeric(o.kind_)) return numbers_equal(*this, o);
+  if (kind_ != o.kind_) return false;
   switch (kind_) {
     case ArgKind::None: return true;
-    case ArgKind::Bool: return u_.b == o.u_.b;
-    case ArgKind::Int: return u_.i == o.u_.i;
-    case ArgKind::Double: return u_.d == o.u_.d;
+    case ArgKind::Bool:
+    case ArgKind::Int:
+    case ArgKind::Double: return numbers_equal(*this, o);  // not reached
     case ArgKind::NodeRef: return u_.n == o.u_.n;
     case ArgKind::String: return as_string() == o.as_string();
     case ArgKind::Tuple:
     case ArgKind::List: return u_.p == o.u_.p || items() == o.items();
-    case ArgKind::Dict: return u_.p == o.u_.p || pairs() == o.pairs();
+    case ArgKind::Dict: return u_.p == o.u_.p || dicts_equal(pairs(), o.pairs());
     case ArgKind::Slice:
       return slice_start() == o.slice_start() && slice_stop() == o.slice_stop() && slice_step() == o.slice_step();
     case ArgKind::Foreign: return as_object().equals(o.as_object());

@@ -5,7 +5,7 @@
 #include <ostream>
 #include <sstream>
 
-#include "fxcpp/core/codegen.h"
+#include "fxcpp/core/printer.h"
 
 namespace fxcpp {
 namespace {

@@ -1,9 +1,11 @@
-// Graph and node printing: torch.fx 1.13's str(graph) / Node.format_node.
+// Graph and node printing: torch.fx 1.13's str(graph) / Node.format_node
+// (fxcpp/core/printer.h; Graph::print and Node::format_node are members).
+#include "fxcpp/core/printer.h"
+
 #include <charconv>
 #include <ostream>
 #include <sstream>
 
-#include "fxcpp/core/codegen.h"
 #include "fxcpp/core/graph.h"
 
 namespace fxcpp {

@@ -8,18 +8,6 @@ namespace fxcpp {
 
 namespace {
 
-bool is_number(ArgKind k) { return k == ArgKind::Bool || k == ArgKind::Int || k == ArgKind::Double; }
-
-double as_real(const Argument& a) {
-  switch (a.kind()) {
-    case ArgKind::Bool: return a.as_bool() ? 1.0 : 0.0;
-    case ArgKind::Int: return static_cast<double>(a.as_int());
-    default: return a.as_double();
-  }
-}
-
-int64_t as_integer(const Argument& a) { return a.kind() == ArgKind::Bool ? (a.as_bool() ? 1 : 0) : a.as_int(); }
-
 /// pytree.tree_flatten leaves: tuples (named or not), lists and dict values
 /// are traversed; everything else is a leaf. Depth = literal nesting depth.
 void flatten(const Argument& a, std::vector<const Argument*>& out) {
@@ -39,48 +27,10 @@ void flatten(const Argument& a, std::vector<const Argument*>& out) {
 bool same_type_equal(const Argument& p, const Argument& g) {
   if (p.kind() != g.kind()) return false;
   if (p.kind() == ArgKind::Tuple && !p.tuple_type().is(g.tuple_type())) return false;
-  return py_equal(p, g);
+  return p == g;
 }
 
 }  // namespace
-
-bool py_equal(const Argument& a, const Argument& b) {
-  ArgKind ka = a.kind(), kb = b.kind();
-  if (is_number(ka) && is_number(kb)) {
-    if (ka == ArgKind::Double || kb == ArgKind::Double) return as_real(a) == as_real(b);
-    return as_integer(a) == as_integer(b);
-  }
-  if (ka != kb) return false;
-  switch (ka) {
-    case ArgKind::None: return true;
-    case ArgKind::String: return a.as_string() == b.as_string();
-    case ArgKind::NodeRef: return a.as_node() == b.as_node();
-    case ArgKind::Tuple:
-    case ArgKind::List: {
-      const auto& x = a.items();
-      const auto& y = b.items();
-      if (x.size() != y.size()) return false;
-      for (size_t i = 0; i < x.size(); ++i)
-        if (!py_equal(x[i], y[i])) return false;
-      return true;
-    }
-    case ArgKind::Dict: {
-      const auto& x = a.pairs();
-      const auto& y = b.pairs();
-      if (x.size() != y.size()) return false;
-      for (const auto& kv : x) {
-        auto it = std::find_if(y.begin(), y.end(), [&](const auto& o) { return py_equal(o.first, kv.first); });
-        if (it == y.end() || !py_equal(it->second, kv.second)) return false;
-      }
-      return true;
-    }
-    case ArgKind::Slice:
-      return py_equal(a.slice_start(), b.slice_start()) && py_equal(a.slice_stop(), b.slice_stop()) &&
-             py_equal(a.slice_step(), b.slice_step());
-    case ArgKind::Foreign: return a.as_object().equals(b.as_object());
-    default: return false;
-  }
-}
 
 const Argument* InternalMatch::find(const Node* pn) const {
   for (const auto& kv : nodes_map)
@@ -174,7 +124,7 @@ struct MatchState {
       const Node* pn = p.as_node();
       if (pn->op() != Op::Placeholder) return false;
       size_t pidx = m.index_.at(pn);
-      if (const Argument* v = mapped(pidx)) return py_equal(*v, g);
+      if (const Argument* v = mapped(pidx)) return *v == g;
       bind(pn, pidx, g);
       return true;
     }

@@ -487,10 +487,11 @@ def test_node_constructor_by_keyword_bad_target():
 
 # --------------------------------------------------------------- star import
 
-@NEW_API
 def test_star_import_binds_torch_fx_public_api():
     """`from fxcpp import *` works (it raised AttributeError: __all__ named PythonCode, which the
-    package does not bind) and binds every public, non-module name `from torch.fx import *` binds."""
+    package does not bind) and binds every public, non-module name `from torch.fx import *` binds;
+    fxcpp's __all__ is torch.fx's (on 1.13, which has none, the names its star import binds) plus
+    the two bridges."""
     import types
     ours, ref = {}, {}
     exec('from fxcpp import *', ours)
@@ -500,3 +501,28 @@ def test_star_import_binds_torch_fx_public_api():
     for name in want:
         assert ours[name] is getattr(fxcpp, name)
     assert {'from_torch_fx', 'to_torch_fx'} <= ours.keys()
+    ref_all = getattr(torch.fx, '__all__', None)
+    if ref_all is not None:
+        assert fxcpp.__all__ == [*ref_all, 'from_torch_fx', 'to_torch_fx']
+    else:
+        assert sorted(fxcpp.__all__) == sorted(want | {'from_torch_fx', 'to_torch_fx'})
+
+
+def test_has_side_effect_keeps_calls_through_dce():
+    """has_side_effect (torch.fx 2.x) marks a function impure for dead code elimination, on both
+    libraries where torch.fx has it."""
+    def noisy(x):
+        return x
+
+    def run(lib):
+        lib.has_side_effect(noisy)
+        g = lib.Graph()
+        x = g.placeholder('x')
+        g.call_function(noisy, (x,))
+        g.output(x)
+        g.eliminate_dead_code()
+        return [n.op for n in g.nodes]
+    libs = [fxcpp] + ([torch.fx] if hasattr(torch.fx, 'has_side_effect') else [])
+    results = [run(lib) for lib in libs]
+    assert results[0] == ['placeholder', 'call_function', 'output']
+    assert all(r == results[0] for r in results)

@@ -384,3 +384,40 @@ def test_is_impure_missing_submodule_same_error():
         return node.is_impure()
 
     raises_same(lambda: run(tfx), lambda: run(fx))
+
+
+# ------------------------------------------------------- the package's helpers
+
+def _helper_registration():
+    """The arguments graph.py's _install_helpers gives _C._set_classes."""
+    import copy as _copy
+    from torch.fx._symbolic_trace import wrap
+    from fxcpp import graph as g, immutable_collections as ic
+    return (fx.Node, ic.immutable_list, ic.immutable_dict, {
+        '_type_repr': g._type_repr, '_target_info': g._target_info, '_bad_target': g._bad_target,
+        '_module_is_impure': g._module_is_impure, '_origin_type': g._origin_type, '_snake_case': g._snake_case,
+        '_copy': _copy.copy, '_NodeRef': g._NodeRef, 'CodeGen': g.CodeGen, 'wrap': wrap})
+
+
+def _graph_still_works():
+    gm = fx.symbolic_trace(lambda x: torch.relu(x) + 1)
+    gm.graph = gm.graph  # codegen through the registered CodeGen
+    t = torch.randn(3)
+    assert torch.equal(gm(t), torch.relu(t) + 1)
+
+
+@pytest.mark.parametrize('change', ['missing', 'unknown'])
+def test_helper_registration_is_checked(change):
+    """A missing or unknown helper fails the registration (import fxcpp) with its name, and
+    leaves the registered helpers in place."""
+    node, ilist, idict, helpers = _helper_registration()
+    _C._set_classes(node, ilist, idict, dict(helpers))  # the package's own registration passes
+    if change == 'missing':
+        del helpers['_copy']
+        name = '_copy'
+    else:
+        helpers['_no_such_helper'] = len
+        name = '_no_such_helper'
+    with pytest.raises(RuntimeError, match=name):
+        _C._set_classes(node, ilist, idict, helpers)
+    _graph_still_works()

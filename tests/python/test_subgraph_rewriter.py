@@ -148,6 +148,11 @@ CASES = {
                      lambda a: torch.mean(a, dim=1, keepdim=True), None),
     'kwargs_differ': (lambda: _Wrap(lambda x, y: torch.sum(x, dim=1, keepdim=True) + torch.sum(y, dim=0)),
                       lambda a: torch.sum(a, dim=1), lambda a: torch.mean(a, dim=1), None),
+    # A placeholder bound to a literal compares later literals with Python's ==:
+    # 2**53 + 1 != 2.0**53 (exact, not through a rounded float).
+    'placeholder_literal_int_float_exact': (
+        lambda: _Wrap(lambda x, y: (x + 9007199254740993) + 9007199254740992.0 + y),
+        lambda a, c: (a + c) + c, lambda a, c: a - c, two),
     'literal_kind_differs': (lambda: _Wrap(lambda x, y: x.transpose(0, 1) + y.transpose(0.0, 1)),
                              lambda a: a.transpose(0, 1), lambda a: a.t(), None),
     'flattened_args': (lambda: _Wrap(lambda x, y: torch.cat((x, y), 0) + torch.cat([x, y], 0)),

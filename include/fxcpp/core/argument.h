@@ -82,7 +82,9 @@ class Argument {
   const Argument& slice_step() const;
   const Object& as_object() const;
 
-  /// Structural equality (Node refs by identity, foreign objects via equals()).
+  /// Python `a == b` (Note [Python equality] in src/core/argument.cpp): numbers
+  /// across bool/int/float (an int with a float exactly), dicts by key set,
+  /// Node references by identity, foreign objects via Object::equals. O(size).
   bool operator==(const Argument& o) const;
   bool operator!=(const Argument& o) const { return !(*this == o); }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fxcpp/core/graph.h"
+#include "fxcpp/core/printer.h"  // repr_argument: generated code prints arguments
 
 namespace fxcpp {
 
@@ -62,16 +63,5 @@ PythonCode python_code(const Graph& g, const PythonCodeOptions& opts = {});
 std::string format_target(const std::string& base, const std::string& target);
 /// format_target, appended to `out`. O(|base| + |target|).
 void format_target_into(std::string& out, std::string_view base, std::string_view target);
-
-/// Python repr() of an argument tree, naming nodes with `node_name`.
-std::string repr_argument(const Argument& a, const std::function<std::string(const Node*)>& node_name);
-/// Names a node for repr_argument_into. The returned view must stay valid
-/// until the next call (names owned by a graph or namespace qualify).
-using NodeNameFn = std::function<std::string_view(const Node*)>;
-/// Appends the Python repr() of `a` to `out` (no intermediate strings).
-/// O(size of the tree and its text).
-void repr_argument_into(std::string& out, const Argument& a, const NodeNameFn& node_name);
-/// torch.fx `_format_arg` (graph printing: str() of leaves, %name for nodes).
-std::string format_arg(const Argument& a);
 
 }  // namespace fxcpp

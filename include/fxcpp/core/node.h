@@ -8,9 +8,9 @@
 // Node::set_args_kwargs, which -- like torch.fx's __update_args_kwargs --
 // first unlinks every old use and then appends the new ones, so `users` order
 // matches torch.fx exactly (a re-wired user moves to the end of each of its
-// inputs' users lists). Every change bumps `users_version()` of the affected
-// nodes and `args_version()` of the node itself, which the Python bindings use
-// to validate their cached tuples.
+// inputs' users lists). Every change sets kUsers on the affected nodes' and
+// kArgs/kKwargs on the node's own NodeBinding, by which the Python bindings
+// validate their cached tuples (Note [Binding dirty bits]).
 //
 // Note [Erased nodes and tombstones]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~

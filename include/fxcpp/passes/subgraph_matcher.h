@@ -18,8 +18,8 @@
 //    keys dropped) and then kwargs by key (same key sets required; values are
 //    compared whole). Node pairs recurse; a pattern placeholder binds to any
 //    value (a graph node, or a literal); other leaves must have the same kind
-//    and compare equal (Python ==). Pattern nodes map injectively onto graph
-//    nodes.
+//    and compare equal (Python ==: Argument::operator==). Pattern nodes map
+//    injectively onto graph nodes.
 //  * Matches are then filtered: a matched value used outside the match blocks
 //    it (except placeholders and returned values); fusing the matched compute
 //    nodes must not create a cycle (checked by a forward search from the
@@ -133,10 +133,5 @@ struct ReplacePatternHooks {
 /// |replacement| + the users of its returned values.
 void replace_matches(Graph& graph, const SubgraphMatcher& matcher, const Graph& replacement,
                      const std::vector<InternalMatch>& matches, const ReplacePatternHooks& hooks = {});
-
-/// Python `a == b` over literal argument trees (numbers compare across
-/// bool/int/float, containers element-wise, dicts by key set, Node references
-/// by identity, foreign objects via Object::equals).
-bool py_equal(const Argument& a, const Argument& b);
 
 }  // namespace fxcpp

@@ -8,7 +8,7 @@
 // touches no Python object), and converts the result back with the GIL held
 // again. So Python threads that call one loaded model run their forwards in
 // parallel.
-#include "bindings.h"  // first: Python.h with PY_SSIZE_T_CLEAN
+#include "toolkit.h"  // first: Python.h with PY_SSIZE_T_CLEAN
 
 #include <torch/csrc/autograd/python_variable.h>
 
@@ -21,42 +21,6 @@
 #include "torch_bindings.h"
 
 namespace fxcpp::py {
-
-namespace {
-
-// Sets a Python exception of `type` whose message is `text`, decoded as UTF-8
-// with backslashreplace: a message that quotes bytes from a file is readable
-// even when they are not UTF-8 (never an empty message).
-void set_error(PyObject* type, const char* text) {
-  PyObject* msg = PyUnicode_DecodeUTF8(text, static_cast<Py_ssize_t>(std::strlen(text)), "backslashreplace");
-  if (!msg) {
-    PyErr_Clear();
-    msg = PyUnicode_FromString("fxcpp: an error whose message could not be decoded");
-    if (!msg) return;  // MemoryError is set
-  }
-  PyErr_SetObject(type, msg);
-  Py_DECREF(msg);
-}
-
-}  // namespace
-
-// This extension's exception boundary (the guard<> / def<> wrappers call it).
-void set_python_error_from_cpp() {
-  try {
-    throw;
-  } catch (const PythonError&) {
-  } catch (const torch::InputError& e) {
-    set_error(PyExc_TypeError, e.what());
-  } catch (const torch::FormatError& e) {
-    set_error(PyExc_ValueError, e.what());
-  } catch (const c10::Error& e) {
-    set_error(PyExc_RuntimeError, e.what_without_backtrace());
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
-  } catch (const std::exception& e) {
-    set_error(PyExc_RuntimeError, e.what());
-  }
-}
 
 namespace {
 

@@ -1,7 +1,7 @@
 // fxcpp._C_torch: declarations its binding files share.
 #pragma once
 
-#include "bindings.h"  // first: Python.h with PY_SSIZE_T_CLEAN
+#include "toolkit.h"  // first: Python.h with PY_SSIZE_T_CLEAN
 
 #include <string>
 

@@ -141,11 +141,3 @@ TEST(SubgraphMatcher, ReplaceMatchesRewritesLikeTorchFx) {
             "    return mul_1");
 }
 
-TEST(SubgraphMatcher, PyEqual) {
-  EXPECT_TRUE(py_equal(I(1), D(1.0)));
-  EXPECT_TRUE(py_equal(Argument::boolean(true), I(1)));
-  EXPECT_FALSE(py_equal(Argument::tuple({I(1)}), Argument::list({I(1)})));
-  EXPECT_TRUE(py_equal(Argument::dict({{S("a"), I(1)}, {S("b"), I(2)}}),
-                       Argument::dict({{S("b"), I(2)}, {S("a"), D(1.0)}})));
-  EXPECT_FALSE(py_equal(S("a"), Argument::none()));
-}
