@@ -32,7 +32,11 @@ PY311 = sys.version_info >= (3, 11)
 # torch.fx 2.x traces those cases.
 FX_BROKEN_ON_PY311 = PY311 and not TORCH2
 
-_TENSOR_CONSTANT_NAMES_2X = xfail2('names tensor constants through Tracer.get_fresh_qualname (other numbering)')
+# Not strict: which number torch.fx 2.14 gives depends on what ran before in the process (this test
+# passes alone and fails after the rest of this file).
+_TENSOR_CONSTANT_NAMES_2X = pytest.mark.xfail(
+    condition=TORCH2, strict=False,
+    reason='torch.fx 2.14 names tensor constants through Tracer.get_fresh_qualname (other numbering, issue 23)')
 _META_2X = xfail2('records node.meta["nn_module_stack"] on more nodes while tracing')
 
 torch.manual_seed(0)
