@@ -360,7 +360,12 @@ bool Namespace::keeps(std::string_view name, const Object* obj) const {
   for (unsigned char c : name)
     if (!(c < 0x80 && is_ascii_alnum_(c))) return false;
   // Note [Per-base counters]: fx_2 keeps every clean, free, legal name as written.
-  if (dialect() == Dialect::fx_2) return !is_illegal(std::string(name), obj) && !is_used(name);
+  // A name ending in a digit is never reserved unless NameRules says some reserved name is.
+  if (dialect() == Dialect::fx_2)
+    return (!(std::isdigit(static_cast<unsigned char>(name.back())) && !name_rules().digit_suffixed_reserved) &&
+                is_illegal(std::string(name), obj)
+                ? false
+                : !is_used(name));
   size_t p = 0, nz = 0;
   bool suffixed = split_suffix(name, &p, &nz);
   if (suffixed && nz != p) return false;  // would be normalized
