@@ -9,6 +9,31 @@ import torch.fx
 #: (major, minor) of the installed torch.
 TORCH_VERSION = tuple(int(p) for p in torch.__version__.split('+')[0].split('.')[:2])
 
+#: The torch.fx release whose printouts, generated code and names fxcpp reproduces (the core's
+#: process-wide fxcpp::Dialect, Note [Dialect]; set once when fxcpp is imported): "2" for torch.fx
+#: 2.x (checked against 2.14.1), "1.13" for torch.fx 1.13.1.
+FX_DIALECT = '2' if TORCH_VERSION >= (2, 0) else '1.13'
+
+#: torch.fx 2.x's GraphModule.print_readable returns the text it prints (1.13: None).
+PRINT_READABLE_RETURNS_TEXT = FX_DIALECT == '2'
+
+def fx_assertion_message(kind, value):
+    """The message of the AssertionError torch.fx raises for a bad create_node input: none on
+    1.13 (bare asserts, but for args/kwargs), worded with the culprit on 2.x. ``kind`` is 'op'
+    (an opcode not in _legal_ops), 'target' (a target that is not a str where one is
+    expected), 'args' or 'kwargs' (not a tuple / dict)."""
+    if kind == 'args':
+        return 'args must be a tuple' + (f', got {type(value)}' if FX_DIALECT == '2' else '')
+    if kind == 'kwargs':
+        return 'kwargs must be a dict' + (f', got {type(value)}' if FX_DIALECT == '2' else '')
+    if FX_DIALECT == '1.13':
+        return None
+    if kind == 'op':
+        hash(value)  # 2.x tests membership in a set: an unhashable op raises TypeError there
+        return f"op '{value}' is not in _legal_ops"
+    return f'Expected target to be str, got {type(value)}'
+
+
 #: torch.fx 2.x's Node derives from a C type (torch._C._NodeBase) with an instance layout
 #: of its own, so it cannot be a second base of fxcpp's Node, whose C base has another.
 #: On 1.13 it is a plain Python class and stays a (layout-free) second base, so torch.fx's

@@ -52,6 +52,10 @@ def _sync_name_rules():
     _C._set_name_rules(list(builtins.__dict__), [(k, v.obj) for k, v in _custom_builtins.items()])
 
 
+# The core writes printouts, code and names as the installed torch.fx does (Note [Dialect]).
+_C._set_dialect(_torch_compat.FX_DIALECT)
+
+
 def _register_custom_builtin(name: str, import_str: str, obj: Any):
     _custom_builtins[name] = _CustomBuiltin(import_str, obj)
     _sync_name_rules()
@@ -71,15 +75,25 @@ def _is_magic(x: str) -> bool:
 
 
 def _snake_case(s: str) -> str:
-    """``pascalCase`` -> ``pascal_case`` (torch.fx's rule: split lower->upper)."""
+    """``pascalCase`` -> ``pascal_case``, as the installed torch.fx does it (the core calls this
+    for names with non-ASCII characters; ASCII ones it snake-cases itself, alike on every torch):
+    torch.fx 1.13 splits at any lower->upper case change and lowers each character; torch.fx 2.x
+    splits only between an ASCII lower and an ASCII upper letter and then lowers the text."""
     out = []
     prev_lower = False
+    if _torch_compat.FX_DIALECT == '1.13':
+        for ch in s:
+            if prev_lower and ch.isupper():
+                out.append('_')
+            out.append(ch.lower())
+            prev_lower = ch.islower()
+        return ''.join(out)
     for ch in s:
-        if prev_lower and ch.isupper():
+        if prev_lower and 'A' <= ch <= 'Z':
             out.append('_')
-        out.append(ch.lower())
-        prev_lower = ch.islower()
-    return ''.join(out)
+        out.append(ch)
+        prev_lower = 'a' <= ch <= 'z'
+    return ''.join(out).lower()
 
 
 def _is_from_torch(obj: Any) -> bool:
@@ -473,22 +487,28 @@ def _origin_type(origin):
     return _origin_type_map.get(origin, origin)
 
 
-def _install_helpers():
+def _helper_table():
+    """The helpers the bindings call (src/bindings/bindings.h, struct Helpers), by name."""
     # Generated code registers wrapped functions through torch.fx's own `wrap`
     # (text-identical to torch.fx; fxcpp's tracer honours that registry too).
     from torch.fx._symbolic_trace import wrap
-    _C._set_classes(Node, immutable_list, immutable_dict, {
+    return {
         '_type_repr': _type_repr,
         '_target_info': _target_info,
         '_bad_target': _bad_target,
         '_module_is_impure': _module_is_impure,
         '_origin_type': _origin_type,
         '_snake_case': _snake_case,
+        '_assertion_message': _torch_compat.fx_assertion_message,
         '_copy': copy.copy,
         '_NodeRef': _NodeRef,
         'CodeGen': CodeGen,
         'wrap': wrap,
-    })
+    }
+
+
+def _install_helpers():
+    _C._set_classes(Node, immutable_list, immutable_dict, _helper_table())
 
 
 reflectable_magic_methods = {

@@ -625,11 +625,19 @@ class {module_name}(torch.nn.Module):
         return GraphModule(self, self.graph)
 
     @compatibility(is_backward_compatible=False)
-    def print_readable(self, print_output: bool = True):
+    def print_readable(self, print_output: bool = True, include_stride: bool = False, include_device: bool = False,
+                       colored: bool = False, *, fast_sympy_print: bool = False, expanded_def: bool = False,
+                       additional_meta: Optional[List[str]] = None):
         """
         Return (and by default print) the verbose generated code of this module and
-        of its GraphModule children.
+        of its GraphModule children. torch.fx 1.13 returns None when it prints, 2.x the text
+        (_torch_compat.PRINT_READABLE_RETURNS_TEXT). The 2.x options that change the text
+        (colored, expanded_def) are not written yet and raise NotImplementedError; the ones that
+        only add tensor annotations from ``node.meta`` are accepted and add nothing yet (issue 23).
         """
+        if colored or expanded_def:
+            raise NotImplementedError("fxcpp's print_readable does not write colored=True or expanded_def=True "
+                                      "code yet (issue 23): call it without them")
         module_code = self._graph.python_code(root_module='self', verbose=True).src
         module_code = module_code.lstrip('\n')
         module_code = f"class {self._get_name()}(torch.nn.Module):\n" + module_code
@@ -644,7 +652,7 @@ class {module_name}(torch.nn.Module):
         output = module_code + submodule_code
         if print_output:
             print(output)
-            return None
+            return output if _torch_compat.PRINT_READABLE_RETURNS_TEXT else None
         return output
 
     def __str__(self) -> str:

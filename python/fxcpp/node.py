@@ -157,7 +157,7 @@ class Node(*_torch_compat.node_bases(_C.NodeBase)):
         # (AssertionError for an unknown opcode, ValueError for a target of the
         # wrong kind); valid ones are refused with a pointer to create_node.
         if op not in _OPCODES:
-            raise AssertionError()
+            raise AssertionError(*filter(None, [_torch_compat.fx_assertion_message('op', op)]))
         if op == 'call_function':
             if not callable(target):
                 _bad_target(graph, name, target, True)

@@ -134,6 +134,7 @@ struct Helpers {
   PyObject* module_is_impure = nullptr;  ///< _module_is_impure(node) -> bool
   PyObject* origin_type = nullptr;       ///< _origin_type(origin) -> type
   PyObject* snake_case = nullptr;        ///< _snake_case(name) -> str, for non-ASCII names
+  PyObject* assertion_message = nullptr; ///< _assertion_message(kind, value) -> str | None (torch.fx's wording)
   PyObject* copy = nullptr;              ///< copy.copy (node meta of copied graphs)
   PyObject* node_ref = nullptr;          ///< _NodeRef, the pickled form of a node reference
   PyObject* codegen = nullptr;           ///< CodeGen, the base of graph codegens

@@ -117,15 +117,24 @@ Target to_target(PyObject* target, const char* what) {
   return Target(borrow_obj(target));
 }
 
+// Raises torch.fx's AssertionError for a bad create_node input, worded as
+// the installed torch.fx words it (_torch_compat.fx_assertion_message; kind:
+// "op", "target", "args" or "kwargs"). Returns nullptr.
+PyObject* raise_fx_assertion(const char* kind, PyObject* value) {
+  PyObject* h = helpers().assertion_message;
+  Ref msg = Ref::steal(PyObject_CallFunction(h, "sO", kind, value));
+  if (!msg) return nullptr;
+  if (msg.get() == Py_None) PyErr_SetNone(PyExc_AssertionError);
+  else PyErr_SetObject(PyExc_AssertionError, msg.get());
+  return nullptr;
+}
+
 // _target_to_str(target): torch.fx's Graph._target_to_str, by the core's one
 // naming rule (Graph::target_to_str). torch.fx reads a callable's __name__ and
 // asserts anything else is a str; so does this.
 PyObject* graph_target_to_str(PyObject*, PyObject* target) {
   if (!PyUnicode_Check(target)) {
-    if (!PyCallable_Check(target)) {
-      PyErr_SetNone(PyExc_AssertionError);
-      return nullptr;
-    }
+    if (!PyCallable_Check(target)) return raise_fx_assertion("target", target);
     Ref name = owned(PyObject_GetAttrString(target, "__name__"));
   }
   return str_from_display_text(Graph::target_to_str(to_target(target, "target")));
@@ -141,18 +150,9 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
   // `assert op in (...)`, never needs encoding.
   std::optional<Op> op;
   if (PyUnicode_Check(op_o) && PyUnicode_IS_ASCII(op_o)) op = parse_op(utf8(op_o, "create_node op"));
-  if (!op) {
-    PyErr_SetNone(PyExc_AssertionError);
-    return nullptr;
-  }
-  if (args && args != Py_None && !PyTuple_Check(args)) {
-    PyErr_SetString(PyExc_AssertionError, "args must be a tuple");
-    return nullptr;
-  }
-  if (kwargs && kwargs != Py_None && !PyDict_Check(kwargs)) {
-    PyErr_SetString(PyExc_AssertionError, "kwargs must be a dict");
-    return nullptr;
-  }
+  if (!op) return raise_fx_assertion("op", op_o);
+  if (args && args != Py_None && !PyTuple_Check(args)) return raise_fx_assertion("args", args);
+  if (kwargs && kwargs != Py_None && !PyDict_Check(kwargs)) return raise_fx_assertion("kwargs", kwargs);
   bool str_target = PyUnicode_Check(target);
   bool ok = *op == Op::CallFunction ? PyCallable_Check(target) && !str_target : str_target;
   std::optional<std::string> nm;
@@ -169,10 +169,8 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
   }
   if (!ok) {
     // torch.fx names the node before validating its target; so do we.
-    if (!nm && !str_target && !PyCallable_Check(target)) {
-      PyErr_SetNone(PyExc_AssertionError);  // torch.fx's _target_to_str assertion (naming from the target)
-      return nullptr;
-    }
+    // torch.fx's _target_to_str assertion (naming from the target)
+    if (!nm && !str_target && !PyCallable_Check(target)) return raise_fx_assertion("target", target);
     std::string cand = nm ? *nm : Graph::target_to_str(to_target(target, target_what(*op)));
     std::string uniq = g->names().create_name(cand, nullptr).str();
     Ref r = Ref::steal(PyObject_CallFunction(helpers().bad_target, "OsOO", self, uniq.c_str(), target,

@@ -6,6 +6,7 @@
 
 #include "bindings.h"
 #include "handover.h"
+#include "fxcpp/core/dialect.h"
 
 namespace fxcpp::py {
 namespace {
@@ -72,6 +73,24 @@ bool non_ascii_is_identifier(std::string_view utf8) {
   return PyUnicode_IsIdentifier(u.get()) == 1;
 }
 
+// _set_dialect(name: str): the torch.fx release whose text the core writes
+// ("1.13" or "2", Note [Dialect]); the package calls it at import from
+// _torch_compat.FX_DIALECT.
+PyObject* set_dialect(PyObject*, PyObject* args) {
+  const char* name;
+  if (!PyArg_ParseTuple(args, "s:_set_dialect", &name)) return nullptr;
+  const std::string n(name);
+  if (n == "1.13") fxcpp::set_dialect(fxcpp::Dialect::fx_1_13);
+  else if (n == "2") fxcpp::set_dialect(fxcpp::Dialect::fx_2);
+  else return PyErr_Format(PyExc_ValueError, "unknown torch.fx dialect %R: use '1.13' or '2'", PyTuple_GET_ITEM(args, 0));
+  Py_RETURN_NONE;
+}
+
+// _dialect() -> "1.13" or "2": the dialect in force.
+PyObject* get_dialect(PyObject*, PyObject*) {
+  return PyUnicode_FromString(fxcpp::dialect_name(fxcpp::dialect()));
+}
+
 PyObject* clear_caches(PyObject*, PyObject*) {
   clear_object_caches();
   Py_RETURN_NONE;
@@ -80,6 +99,8 @@ PyObject* clear_caches(PyObject*, PyObject*) {
 PyMethodDef module_methods[] = {def<set_classes>("_set_classes", METH_VARARGS),
                                 def<set_name_rules>("_set_name_rules", METH_VARARGS),
                                 def<clear_caches>("_clear_caches", METH_NOARGS),
+                                def<set_dialect>("_set_dialect", METH_VARARGS),
+                                def<get_dialect>("_dialect", METH_NOARGS),
                                 kEndOfMethods};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fxcpp._C", "fxcpp's C++ core bindings.", -1, nullptr,

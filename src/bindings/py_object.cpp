@@ -29,6 +29,7 @@ constexpr struct {
     {"_module_is_impure", &Helpers::module_is_impure},
     {"_origin_type", &Helpers::origin_type},
     {"_snake_case", &Helpers::snake_case},
+    {"_assertion_message", &Helpers::assertion_message},
     {"_copy", &Helpers::copy},
     {"_NodeRef", &Helpers::node_ref},
     {"CodeGen", &Helpers::codegen},

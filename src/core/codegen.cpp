@@ -1,5 +1,9 @@
-// Python code generation: torch.fx 1.13 CodeGen._gen_python_code.
+// Python code generation: torch.fx CodeGen._gen_python_code, in the dialect
+// in force (Note [Dialect]).
 #include "fxcpp/core/codegen.h"
+
+#include "fxcpp/core/dialect.h"
+#include "fxcpp/passes/last_uses.h"
 
 #include <cstdio>
 #include <regex>
@@ -130,7 +134,8 @@ class Generator {
       if (kv.second) add_global(kv.first, kv.second);
       else ns_.reserve_name(kv.first);
     }
-    compute_last_uses();
+    names_.assign(g_.node_capacity(), nullptr);
+    last_uses_ = last_uses(g_, /*include_foreign=*/true);  // Note [Freeing values in generated code]
     for (Node* n : g_.nodes()) {
       if (o_.verbose) append_stacktrace_summary(*n);
       emit_node(*n);
@@ -139,7 +144,9 @@ class Generator {
     // Raised after every node is generated, so that an error torch.fx raises
     // at a later node comes first, as it does in torch.fx.
     if (refusal_) throw std::invalid_argument(*refusal_);
-    if (body_.empty() && body_text_.empty()) emit("pass\n");
+    // An empty body is `pass`; torch.fx 2.x writes it only for a graph
+    // without nodes (a graph of placeholders gets an empty body).
+    if (fx2_ ? g_.size() == 0 : body_.empty() && body_text_.empty()) emit("pass\n");
 
     std::string wrap_stmts;
     if (!wrapped_.empty()) {
@@ -231,13 +238,21 @@ class Generator {
   // might be a recorded node's). On any doubt, leave_fast_names() inserts the
   // recorded node names into ns_, which is then exactly the namespace the
   // plain algorithm would have built, and naming continues the plain way.
+  // In Dialect::fx_2 a global whose name needs a suffix search is such a
+  // doubt too (the per-base counters depend on the node names not recorded
+  // in ns_, Note [Per-base counters]); the replay sets the counters from the
+  // recorded names in graph order, which is their creation order up to a
+  // global whose own hint ends in "_<digits>" sharing a base with them.
   void leave_fast_names() {
     if (!fast_names_) return;
     fast_names_ = false;
     ns_.reserve(g_.size() + 16);
     for (Node* m : g_.nodes()) {
       const char* slot = names_[m->index()];
-      if (slot) ns_.reserve_name(NameRef(slot).view());
+      if (!slot) continue;
+      ns_.reserve_name(NameRef(slot).view());
+      // Note [Per-base counters]: the name was "created" in graph order.
+      if (fx2_) ns_.note_created_fx2(NameRef(slot).view());
     }
   }
 
@@ -304,57 +319,64 @@ class Generator {
     }
   }
 
-  void compute_last_uses() {
-    // Reverse walk: the first use met is the last use in program order. The
-    // values freed after each user are the contiguous run
-    // dels_[del_begin_[user] .. del_end_[user]) (side tables by node index).
-    size_t cap = g_.node_capacity();
-    names_.assign(cap, nullptr);
-    del_begin_.assign(cap, 0);
-    del_end_.assign(cap, 0);
-    std::vector<bool> seen(cap, false);
-    dels_.clear();
-    dels_.reserve(g_.size());
-    std::vector<const Node*> foreign_seen;  // lint-invalid graphs only
-    for (Node* user : g_.nodes().reversed()) {
-      uint32_t ui = user->index();
-      del_begin_[ui] = static_cast<uint32_t>(dels_.size());
-      auto reg = [&](Node* n) {
-        if (n->graph() != &g_) {
-          for (const Node* f : foreign_seen)
-            if (f == n) return;
-          foreign_seen.push_back(n);
-        } else {
-          if (seen[n->index()]) return;
-          seen[n->index()] = true;
-        }
-        dels_.push_back(n);
-      };
-      for (auto& a : user->args()) a.for_each_node(reg);
-      for (auto& kv : user->kwargs()) kv.second.for_each_node(reg);
-      del_end_[ui] = static_cast<uint32_t>(dels_.size());
-    }
-  }
-
+  // Note [Freeing values in generated code]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // After each node the generated code sets the values whose last use it is
+  // to None (`relu = torch.relu(lin);  lin = None`), so that eager execution
+  // frees them as torch.fx's code does. Which values those are is the core
+  // pass last_uses() (passes/last_uses.cpp), the same analysis the
+  // Interpreter uses, here with inputs of other graphs included (torch.fx
+  // frees those by name too). Dialect::fx_2 (Note [Dialect]) also frees a
+  // value nobody uses right after it is computed (`y = f(x);  x = y = None`),
+  // after the values it frees; placeholders and the output free nothing.
   void delete_unused_values(const Node& user) {
     if (user.op() == Op::Placeholder) return;
     std::string& out = piece();
-    uint32_t ui = user.index();
     if (user.op() != Op::Output) {
-      if (del_begin_[ui] != del_end_[ui]) out += ";  ";
-      for (uint32_t k = del_begin_[ui]; k < del_end_[ui]; ++k) {
-        out += node_repr(dels_[k]);
-        out += " = ";
+      LastUses::Range dels = last_uses_.freed_after(user);
+      const bool free_self = fx2_ && user.num_users() == 0;
+      if (!dels.empty() || free_self) {
+        out += ";  ";
+        for (const Node* d : dels) {
+          out += node_repr(d);
+          out += " = ";
+        }
+        if (free_self) {
+          out += node_repr(&user);
+          out += " = ";
+        }
+        out += "None";
       }
-      if (del_begin_[ui] != del_end_[ui]) out += "None";
     }
     out += '\n';
     end_piece();
   }
 
+  // Note [Verbose code comments]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // Verbose code (print_readable) puts a comment before each run of nodes
+  // with the same stack trace summary. Dialect::fx_1_13: the summary is the
+  // leading context lines and the outermost frame ("# ctx, File: f.py:3,
+  // code: y = x + 1"), a new one is written whenever the raw stack trace
+  // text changes, and every comment follows a blank line; a node without a
+  // stack trace gets "# No stacktrace found for following nodes " (sic, with
+  // the space). Dialect::fx_2: the summary is the innermost frame that has a
+  // code line ("# File: f.py:3 in fn, code: y = x + 1"; a stack trace
+  // without one counts as none), a comment is written when the summary
+  // changes, "No stacktrace ..." has no trailing space, and the blank line is
+  // written only when the body already has something in it.
   void append_stacktrace_summary(const Node& n) {
     if (n.op() == Op::Placeholder || n.op() == Op::Output) return;
     std::optional<std::string> st = o_.hooks.stack_trace ? o_.hooks.stack_trace(n) : std::nullopt;
+    if (fx2_) {
+      std::string summary = st ? innermost_frame_summary(*st) : std::string();
+      if (prev_stacktrace_ && *prev_stacktrace_ == summary) return;
+      prev_stacktrace_ = summary;
+      const bool body_empty = keep_lines_ ? body_.empty() : body_text_.empty();
+      emit(std::string(body_empty ? "" : "\n") + "# " +
+           (summary.empty() ? std::string("No stacktrace found for following nodes") : summary) + "\n");
+      return;
+    }
     if (st && !st->empty()) {
       if (!prev_stacktrace_ || *st != *prev_stacktrace_) {
         prev_stacktrace_ = *st;
@@ -401,6 +423,32 @@ class Generator {
       prev_stacktrace_ = std::string();
       emit("\n# No stacktrace found for following nodes \n");
     }
+  }
+
+  static std::string strip_ws(std::string_view x) {
+    size_t b = x.find_first_not_of(" \t\r\n\f\v");
+    if (b == std::string_view::npos) return std::string();
+    size_t e = x.find_last_not_of(" \t\r\n\f\v");
+    return std::string(x.substr(b, e - b + 1));
+  }
+  // Note [Verbose code comments]: fx_2's summary of a stack trace, "" when
+  // it has no frame with a code line.
+  static std::string innermost_frame_summary(const std::string& st) {
+    std::vector<std::string> lines;
+    std::string all = strip_ws(st);
+    for (size_t from = 0;;) {
+      size_t nl = all.find('\n', from);
+      lines.push_back(strip_ws(std::string_view(all).substr(from, nl == std::string::npos ? std::string::npos : nl - from)));
+      if (nl == std::string::npos) break;
+      from = nl + 1;
+    }
+    static const std::regex pat("File \"(.+)\", line (\\d+), in (.+)");
+    for (size_t i = lines.size(); i-- > 1;) {
+      std::smatch m;
+      if (std::regex_match(lines[i - 1], m, pat))
+        return "File: " + m[1].str() + ":" + m[2].str() + " in " + m[3].str() + ", code: " + lines[i];
+    }
+    return std::string();
   }
 
   void emit_node(const Node& node) {
@@ -629,9 +677,8 @@ class Generator {
     return k;
   }
   std::vector<std::string> wrapped_;
-  std::vector<const Node*> dels_;       // values freed after each user, grouped by user
-  std::vector<uint32_t> del_begin_;     // by user index: range in dels_
-  std::vector<uint32_t> del_end_;
+  LastUses last_uses_;                  // Note [Freeing values in generated code]
+  const bool fx2_ = dialect() == Dialect::fx_2;  // Note [Dialect], read once per run
   std::vector<const char*> names_;      // codegen name (NameRef text) by node index
   std::string maybe_return_annotation_;
   std::optional<std::string> prev_stacktrace_;

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "fxcpp/core/dialect.h"
+
 namespace fxcpp {
 
 namespace {
@@ -357,6 +359,13 @@ bool Namespace::keeps(std::string_view name, const Object* obj) const {
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
   for (unsigned char c : name)
     if (!(c < 0x80 && is_ascii_alnum_(c))) return false;
+  // Note [Per-base counters]: fx_2 keeps every clean, free, legal name as written.
+  // A name ending in a digit is never reserved unless NameRules says some reserved name is.
+  if (dialect() == Dialect::fx_2)
+    return (!(std::isdigit(static_cast<unsigned char>(name.back())) && !name_rules().digit_suffixed_reserved) &&
+                is_illegal(std::string(name), obj)
+                ? false
+                : !is_used(name));
   size_t p = 0, nz = 0;
   bool suffixed = split_suffix(name, &p, &nz);
   if (suffixed && nz != p) return false;  // would be normalized
@@ -390,8 +399,13 @@ NameRef Namespace::create_name(std::string_view candidate_in, const void* key, c
       }
     }
   }
-  if (cand.empty()) throw std::out_of_range("string index out of range");
+  const bool fx2 = dialect() == Dialect::fx_2;
+  if (cand.empty()) {
+    if (!fx2) throw std::out_of_range("string index out of range");
+    cand = "_unnamed";  // Note [Per-base counters]
+  }
   if (std::isdigit(static_cast<unsigned char>(cand[0]))) cand.insert(cand.begin(), '_');
+  if (fx2) return create_name_fx2(std::move(cand), key, obj, veto);
 
   size_t base_len = cand.size();
   uint64_t num = 0;
@@ -444,6 +458,78 @@ NameRef Namespace::create_name(std::string_view candidate_in, const void* key, c
     if (key) obj_to_name_.emplace(key, stored);
     return stored;
   }
+}
+
+namespace {
+// torch.fx 2.x's suffix split (regex (.+)_(\d+)$): the base's length and the
+// suffix digits without leading zeros ("" for 0); false when there is none.
+bool split_suffix_fx2(std::string_view cand, size_t* base_len, std::string_view* digits) {
+  size_t p = cand.size();
+  while (p > 0 && std::isdigit(static_cast<unsigned char>(cand[p - 1]))) --p;
+  if (!(p < cand.size() && p >= 2 && cand[p - 1] == '_')) return false;
+  *base_len = p - 1;
+  size_t nz = p;
+  while (nz < cand.size() && cand[nz] == '0') ++nz;
+  *digits = cand.substr(nz);
+  return true;
+}
+// Adds one to a decimal digit string ("" is 0).
+void increment_digits(std::string& d) {
+  size_t i = d.size();
+  while (i > 0 && d[i - 1] == '9') d[--i] = '0';
+  if (i == 0) d.insert(d.begin(), '1');
+  else ++d[i - 1];
+}
+}  // namespace
+
+void Namespace::note_created_fx2(std::string_view name) {
+  size_t base_len = 0;
+  std::string_view digits;
+  if (split_suffix_fx2(name, &base_len, &digits)) bases_[std::string(name.substr(0, base_len))].counter = std::string(digits);
+}
+
+NameRef Namespace::create_name_fx2(std::string cand, const void* key, const Object* obj,
+                                   const std::function<bool(std::string_view)>* veto) {
+  size_t base_len = cand.size();
+  std::string_view digits;
+  const bool suffixed = split_suffix_fx2(cand, &base_len, &digits);
+  NameRef stored;
+  if (!is_illegal(cand, obj) && !is_used(cand)) {
+    if (veto && (*veto)(cand)) return NameRef();
+    if (suffixed) bases_[cand.substr(0, base_len)].counter = std::string(digits);
+    stored = insert_indexed(cand);
+  } else {
+    // A vetoing caller (codegen's fast path) does not know every name that
+    // set the counters: it must re-ask with its namespace complete.
+    if (veto) return NameRef();
+    cand.resize(base_len);
+    std::string counter = bases_[cand].counter;
+    cand.push_back('_');
+    const size_t stem = cand.size();
+    for (;;) {
+      increment_digits(counter);
+      cand.resize(stem);
+      cand += counter;
+      if (is_illegal(cand, obj) || is_used(cand)) continue;
+      break;
+    }
+    BaseInfo& info = bases_[cand.substr(0, stem - 1)];
+    info.counter = counter;
+    // Note [Generated name runs]: a name that extends the base's run of taken
+    // base_1 .. base_{hint-1} is recorded by the hint alone, so auto-naming
+    // a million `add` nodes touches no table here either.
+    uint64_t k = 0;
+    if (counter.size() <= 18 && !name_rules().digit_suffixed_reserved &&
+        std::from_chars(counter.data(), counter.data() + counter.size(), k).ec == std::errc() && k == info.hint) {
+      stored = used_.store_unindexed(cand);
+      ++generated_;
+      info.hint = k + 1;
+    } else {
+      stored = insert_indexed(cand);
+    }
+  }
+  if (key) obj_to_name_.emplace(key, stored);
+  return stored;
 }
 
 }  // namespace fxcpp

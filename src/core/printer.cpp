@@ -1,11 +1,14 @@
-// Graph and node printing: torch.fx 1.13's str(graph) / Node.format_node
-// (fxcpp/core/printer.h; Graph::print and Node::format_node are members).
+// Graph and node printing: torch.fx's str(graph) / Node.format_node, in the
+// dialect in force (Note [Dialect]) (fxcpp/core/printer.h; Graph::print and
+// Node::format_node are members).
 #include "fxcpp/core/printer.h"
 
 #include <charconv>
 #include <ostream>
 #include <sstream>
 
+#include "fxcpp/core/codegen.h"
+#include "fxcpp/core/dialect.h"
 #include "fxcpp/core/graph.h"
 
 namespace fxcpp {
@@ -163,7 +166,8 @@ std::string format_arg(const Argument& a) {
 std::optional<std::string> Node::format_node(std::vector<std::string>* placeholder_names,
                                              std::string* maybe_return_typename) const {
   Graph::BusyScope busy(*graph());
-  std::string users = "[#users=" + std::to_string(num_users()) + "]";
+  // Note [Dialect]: torch.fx 2.x spells the count `num_users`.
+  std::string users = (dialect() == Dialect::fx_1_13 ? "[#users=" : "[num_users=") + std::to_string(num_users()) + "]";
   const Object& type_obj = type();
   // Placeholders and outputs print the annotation `if self.type` (a falsy one,
   // e.g. (), is left out); the other ops test `is not None`.

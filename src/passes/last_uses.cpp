@@ -1,8 +1,11 @@
 #include "fxcpp/passes/last_uses.h"
 
+#include <algorithm>
+
 namespace fxcpp {
 
-LastUses last_uses(const Graph& g) {
+LastUses last_uses(const Graph& g, bool include_foreign) {
+  std::vector<const Node*> foreign;  // inputs of another graph already listed (lint-invalid graphs only)
   LastUses r;
   r.slots_.resize(g.node_capacity());
   // Each value is freed at most once, so g.size() entries never reallocate.
@@ -13,7 +16,12 @@ LastUses last_uses(const Graph& g) {
     const auto first = static_cast<uint32_t>(r.freed_.size());
     for (size_t i = 0, n = user->num_inputs(); i < n; ++i) {
       Node* value = user->input_use(i).value();
-      if (value->graph() != &g) continue;
+      if (value->graph() != &g) {
+        if (!include_foreign || std::find(foreign.begin(), foreign.end(), value) != foreign.end()) continue;
+        foreign.push_back(value);
+        r.freed_.push_back(value);
+        continue;
+      }
       LastUses::Slot& s = r.slots_[value->index()];
       if (s.last_user) continue;
       s.last_user = user;

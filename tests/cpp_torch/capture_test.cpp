@@ -56,11 +56,11 @@ TEST(Capture, LambdaOfAtenOps) {
   EXPECT_EQ(t.input_shapes, (std::vector<std::vector<int64_t>>{{2, 3}, {2, 3}}));
   EXPECT_EQ(str(*t.graph),
             "graph():\n"
-            "    %x : [#users=1] = placeholder[target=x]\n"
-            "    %x_1 : [#users=1] = placeholder[target=x_1]\n"
-            "    %add_tensor : [#users=1] = call_function[target=torch.ops.aten.add.Tensor](args = (%x, %x_1), kwargs = {})\n"
-            "    %relu_default : [#users=1] = call_function[target=torch.ops.aten.relu.default](args = (%add_tensor,), kwargs = {})\n"
-            "    %mul_scalar : [#users=1] = call_function[target=torch.ops.aten.mul.Scalar](args = (%relu_default, 2), kwargs = {})\n"
+            "    %x : [num_users=1] = placeholder[target=x]\n"
+            "    %x_1 : [num_users=1] = placeholder[target=x_1]\n"
+            "    %add_tensor : [num_users=1] = call_function[target=torch.ops.aten.add.Tensor](args = (%x, %x_1), kwargs = {})\n"
+            "    %relu_default : [num_users=1] = call_function[target=torch.ops.aten.relu.default](args = (%add_tensor,), kwargs = {})\n"
+            "    %mul_scalar : [num_users=1] = call_function[target=torch.ops.aten.mul.Scalar](args = (%relu_default, 2), kwargs = {})\n"
             "    return mul_scalar");
   Module m = std::move(t).module();
   for (int i = 0; i < 3; ++i) {
@@ -284,7 +284,7 @@ TEST(Capture, TorchNnCnn) {
   at::Tensor x = at::randn({2, 3, 16, 16});
   Traced t = trace(net, {x});
   std::string s = str(*t.graph);
-  EXPECT_NE(s.find("%conv1_weight : [#users=1] = get_attr[target=conv1.weight]"), std::string::npos) << s;
+  EXPECT_NE(s.find("%conv1_weight : [num_users=1] = get_attr[target=conv1.weight]"), std::string::npos) << s;
   EXPECT_NE(s.find("get_attr[target=bn1.running_mean]"), std::string::npos) << s;
   EXPECT_NE(s.find("torch.ops.aten.conv2d.default](args = (%x, %conv1_weight, %conv1_bias, [1, 1], [1, 1])"),
             std::string::npos)

@@ -72,10 +72,10 @@ TEST(AtenOp, GraphsWithOperatorTargetsPrintAndGenerateCodeLikeTorchFx) {
   // checks the Python side against torch.fx).
   EXPECT_EQ(g.to_string(),
             "graph():\n"
-            "    %x : [#users=1] = placeholder[target=x]\n"
-            "    %add_tensor : [#users=2] = call_function[target=torch.ops.aten.add.Tensor](args = (%x, %x), kwargs = {})\n"
-            "    %size_int : [#users=1] = call_function[target=torch.ops.aten.size.int](args = (%add_tensor, 0), kwargs = {})\n"
-            "    %mul : [#users=1] = call_function[target=operator.mul](args = (%size_int, 2), kwargs = {})\n"
+            "    %x : [num_users=1] = placeholder[target=x]\n"
+            "    %add_tensor : [num_users=2] = call_function[target=torch.ops.aten.add.Tensor](args = (%x, %x), kwargs = {})\n"
+            "    %size_int : [num_users=1] = call_function[target=torch.ops.aten.size.int](args = (%add_tensor, 0), kwargs = {})\n"
+            "    %mul : [num_users=1] = call_function[target=operator.mul](args = (%size_int, 2), kwargs = {})\n"
             "    return (add_tensor, mul)");
   std::string src = python_code(g).src;
   EXPECT_NE(src.find("add_tensor = torch.ops.aten.add.Tensor(x, x);  x = None"), std::string::npos) << src;

@@ -15,14 +15,6 @@ PYTHON = sys.executable  # the interpreter (and torch) of this session: the pack
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HAVE_DOT = shutil.which("dot") is not None
 
-try:  # the shared markers for torch.fx 2.x's differences (tests/python/torch2.py)
-    from torch2 import PRINTOUTS
-except ImportError:
-    import torch as _torch
-    PRINTOUTS = pytest.mark.xfail(
-        condition=tuple(int(v) for v in _torch.__version__.split('.')[:2]) >= (2, 0),
-        reason='torch.fx 2.14 prints graphs ("[num_users=N]") and code (dead values freed) differently from '
-               'torch.fx 1.13 and fxcpp (issue 23)', strict=True)
 
 MODELS = textwrap.dedent('''
     import torch
@@ -228,7 +220,6 @@ def _small_traced_by(symbolic_trace, workdir):
         sys.path.remove(str(workdir))
 
 
-@PRINTOUTS
 def test_show_prints_as_torch_fx(workdir):
     import torch.fx
     ref = _small_traced_by(torch.fx.symbolic_trace, workdir)

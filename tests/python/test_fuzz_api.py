@@ -46,11 +46,11 @@ from difftools import code_divergence_by_design
 from fuzz_strategies import FUNCS, norm
 from torch2 import TORCH2, xfail2
 
-# On torch 2.x the reference differs from the torch.fx 1.13 this file pins fxcpp to, and the
-# fuzzer compares every result and the graph's printout and code exactly (issue 23).
-FUZZ_2X = xfail2('differs from 1.13 where this fuzzer compares results, printouts and code exactly: '
-                 '"[num_users=N]", dead values freed in code, "_unnamed" names, other messages and '
-                 'other calls that raise')
+# On torch 2.x a few of these fuzzers meet behaviour of torch.fx 2.14 that fxcpp does not follow yet
+# (issue 23): other exceptions for bad calls, and GraphModule construction details.
+FUZZ_2X = xfail2('differs from fxcpp where this fuzzer compares results exactly: other calls that raise or '
+                 'return (erase_node of a foreign node, node_copy with a non-callable transform, '
+                 'replace_all_uses_with(self)) and GraphModule details')
 
 # hypothesis caches unicode tables in its home directory: keep it out of the tree
 set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), 'fxcpp-hypothesis'))
@@ -484,7 +484,6 @@ def _both(call, fn):
 
 @given(op=kind('op'), target=st.one_of(kind('fn'), kind('name'), kind('any')), args=kind('args'),
        kwargs=kind('kwargs'), name=st.one_of(st.just(('v', None)), kind('name')), type_expr=kind('type'))
-@FUZZ_2X
 def test_create_node(op, target, args, kwargs, name, type_expr):
     _both('create_node', lambda c: c.graph.create_node(make(op, c), make(target, c), make(args, c),
                                                        make(kwargs, c), make(name, c), make(type_expr, c)))
@@ -493,14 +492,12 @@ def test_create_node(op, target, args, kwargs, name, type_expr):
 @given(method=st.sampled_from(['placeholder', 'get_attr', 'call_module', 'call_method', 'call_function', 'output']),
        a0=st.one_of(kind('name'), kind('fn')), a1=kind('args'), a2=kind('kwargs'), a3=kind('type'),
        n=st.integers(1, 4))
-@FUZZ_2X
 def test_graph_builders(method, a0, a1, a2, a3, n):
     _both(method, lambda c: getattr(c.graph, method)(*[make(r, c) for r in (a0, a1, a2, a3)][:n]))
 
 
 @given(where=st.sampled_from(['inserting_before', 'inserting_after']), n=st.one_of(kind('node'), ANY),
        fn=kind('fn'), args=kind('args'))
-@FUZZ_2X
 def test_insertion_points(where, n, fn, args):
     def call(c):
         with getattr(c.graph, where)(make(n, c)):
@@ -508,15 +505,15 @@ def test_insertion_points(where, n, fn, args):
     _both(where, call)
 
 
-@given(n=st.one_of(kind('node'), ANY, st.just(('root',))))
 @FUZZ_2X
+@given(n=st.one_of(kind('node'), ANY, st.just(('root',))))
 def test_erase_node(n):
     _both('erase_node' + (' of erased' if n == ('erased',) else ''), lambda c: c.graph.erase_node(make(n, c)))
 
 
+@FUZZ_2X
 @given(n=st.one_of(kind('node'), ANY), transform=st.one_of(st.just(None), CALLBACKS, ANY),
        into_other=st.booleans())
-@FUZZ_2X
 def test_node_copy(n, transform, into_other):
     def call(c):
         g = c.other if into_other else c.graph
@@ -528,7 +525,6 @@ def test_node_copy(n, transform, into_other):
 
 @given(src=kind('graph'), val_map=st.one_of(st.just(('dict', [])), kind('any')),
        ret=st.one_of(kind('bool'), ANY))
-@FUZZ_2X
 def test_graph_copy(src, val_map, ret):
     def call(c):
         return c.lib.Graph().graph_copy(make(src, c), make(val_map, c), make(ret, c))
@@ -537,7 +533,6 @@ def test_graph_copy(src, val_map, ret):
 
 @given(root=st.one_of(kind('name'), ANY), verbose=st.one_of(kind('bool'), ANY),
        method=st.sampled_from(['python_code', 'lint', 'eliminate_dead_code', 'str', 'deepcopy']))
-@FUZZ_2X
 def test_whole_graph_operations(root, verbose, method):
     import copy
 
@@ -555,7 +550,6 @@ def test_whole_graph_operations(root, verbose, method):
 
 @given(items=st.lists(st.tuples(LEAVES, kind('any')), min_size=1, max_size=3),
        op=st.sampled_from(['python_code', 'str', 'lint', 'eliminate_dead_code', 'deepcopy']))
-@FUZZ_2X
 def test_hostile_values_inside_the_graph(items, op):
     """Hostile objects stored as arguments, then met again by printing, codegen, lint, DCE and copying."""
     import copy
@@ -581,13 +575,12 @@ def test_hostile_values_inside_the_graph(items, op):
 
 @given(n=st.one_of(kind('node'), st.just(('erased',))), method=st.sampled_from(['prepend', 'append']),
        x=st.one_of(kind('node'), ANY, st.just(('root',))))
-@FUZZ_2X
 def test_node_moves(n, method, x):
     _both(method + (' on erased' if n == ('erased',) else ''), lambda c: getattr(make(n, c), method)(make(x, c)))
 
 
-@given(n=kind('node'), w=st.one_of(kind('node'), ANY), cb=st.one_of(st.just(None), CALLBACKS, ANY))
 @FUZZ_2X
+@given(n=kind('node'), w=st.one_of(kind('node'), ANY), cb=st.one_of(st.just(None), CALLBACKS, ANY))
 def test_replace_all_uses_with(n, w, cb):
     def call(c):
         node = make(n, c)
@@ -598,13 +591,11 @@ def test_replace_all_uses_with(n, w, cb):
 
 
 @given(n=kind('node'), old=st.one_of(kind('node'), ANY), new=st.one_of(kind('node'), ANY))
-@FUZZ_2X
 def test_replace_input_with(n, old, new):
     _both('replace_input_with', lambda c: make(n, c).replace_input_with(make(old, c), make(new, c)))
 
 
 @given(n=kind('node'), idx=kind('int'), arg=kind('any'), key=kind('name'), which=st.booleans())
-@FUZZ_2X
 def test_update_arg_and_kwarg(n, idx, arg, key, which):
     def call(c):
         node = make(n, c)
@@ -616,7 +607,6 @@ def test_update_arg_and_kwarg(n, idx, arg, key, which):
 
 @given(n=kind('node'), attr=st.sampled_from(['name', 'target', 'args', 'kwargs', 'type', 'meta', 'op']),
        value=st.one_of(kind('name'), kind('args'), kind('kwargs'), kind('fn'), ANY))
-@FUZZ_2X
 def test_node_setters(n, attr, value):
     def call(c):
         node = make(n, c)
@@ -628,7 +618,6 @@ def test_node_setters(n, attr, value):
 @given(n=st.one_of(kind('node'), st.just(('erased',)), st.just(('foreign',))),
        attr=st.sampled_from(['name', 'op', 'target', 'args', 'kwargs', 'users', 'all_input_nodes', 'next', 'prev',
                              'type', 'meta', 'stack_trace', 'graph', 'repr', 'format_node', 'is_impure']))
-@FUZZ_2X
 def test_node_getters(n, attr):
     def call(c):
         node = make(n, c)
@@ -643,7 +632,6 @@ def test_node_getters(n, attr):
 
 
 @given(n=kind('node'), a=ANY, b=ANY)
-@FUZZ_2X
 def test_format_node_arguments(n, a, b):
     _both('format_node', lambda c: make(n, c).format_node(make(a, c), make(b, c)))
 
@@ -659,9 +647,9 @@ class _Root(torch.nn.Module):
         self.p = torch.nn.Parameter(torch.ones(2))
 
 
+@FUZZ_2X
 @given(root=st.one_of(st.just('module'), st.just('dict'), st.just(None), st.just(3)),
        graph=st.one_of(kind('graph'), ANY), class_name=st.one_of(kind('name'), ANY))
-@FUZZ_2X
 def test_graph_module(root, graph, class_name):
     def call(c):
         r = {'module': _Root(), 'dict': {'sub.lin': torch.nn.Linear(2, 2), 'p': torch.nn.Parameter(torch.ones(2))},
@@ -673,7 +661,6 @@ def test_graph_module(root, graph, class_name):
 
 @given(kind_=st.one_of(kind('op'), ANY), target=st.one_of(kind('fn'), kind('name'), ANY), args=kind('args'),
        kwargs=kind('kwargs'), name=st.one_of(st.just(('v', None)), kind('name')), type_expr=kind('type'))
-@FUZZ_2X
 def test_tracer_create_proxy(kind_, target, args, kwargs, name, type_expr):
     def call(c):
         tracer = c.lib.Tracer()
@@ -685,7 +672,6 @@ def test_tracer_create_proxy(kind_, target, args, kwargs, name, type_expr):
 
 
 @given(a=ANY)
-@FUZZ_2X
 def test_tracer_create_arg(a):
     def call(c):
         tracer = c.lib.Tracer()
@@ -703,7 +689,6 @@ def test_tracer_trace_wrong_roots(root, concrete):
 
 @given(op=st.sampled_from(['add', 'radd', 'getitem', 'call_method', 'getattr', 'call', 'iter', 'bool', 'len',
                            'keys', 'torch_fn']), a=ANY)
-@FUZZ_2X
 def test_proxy_operations(op, a):
     def call(c):
         tracer = c.lib.Tracer()
@@ -739,7 +724,6 @@ def test_proxy_operations(op, a):
 
 
 @given(node=st.one_of(kind('node'), ANY), tracer=st.sampled_from(['tracer', 'none', 'junk']))
-@FUZZ_2X
 def test_proxy_constructor(node, tracer):
     def call(c):
         t = {'tracer': c.lib.Tracer(), 'none': None, 'junk': object()}[tracer]
@@ -750,7 +734,7 @@ def test_proxy_constructor(node, tracer):
 # ---------------------------------------------------------------------------
 # Deep, self-containing and reference-cycle arguments (deterministic).
 
-@pytest.mark.parametrize('depth', [pytest.param(10, marks=FUZZ_2X), 500, 2000, 100000])
+@pytest.mark.parametrize('depth', [10, 500, 2000, 100000])
 def test_deep_nesting(depth):
     def call(c):
         v = c.nodes[0]
@@ -821,7 +805,6 @@ def test_editing_a_graph_while_it_is_printed_is_refused(edit, during):
 
 @pytest.mark.parametrize('text', ['aÀ', 'abİ', 'ΣΑΣ', '\x80', 'ñ.a\u00b2.b', '\u05f5', '\U0002fa1e', 'ñ\u00ad\u2028',
                                   'x\u00b2', '中文', 'ok'])
-@FUZZ_2X
 def test_non_ascii_text_follows_python(text):
     """Found by the fuzzers: names (snake_case), str.isidentifier() in codegen and repr() of string constants
     follow CPython's unicode database, as torch.fx's do."""
@@ -915,8 +898,7 @@ def _set_meta(lib, s):
     return n.meta[s]
 
 
-@pytest.mark.parametrize('case', [pytest.param(c, marks=FUZZ_2X) if c in ('string constant', 'type_expr') else c
-                                  for c in sorted(SURROGATE_CASES)])
+@pytest.mark.parametrize('case', sorted(SURROGATE_CASES))
 @pytest.mark.parametrize('text', ['\ud800', 'a\udcffb', 'ok\udfff'])
 def test_surrogate_strings(case, text):
     fn = SURROGATE_CASES[case]

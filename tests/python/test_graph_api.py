@@ -12,7 +12,7 @@ import torch.fx as tfx
 
 import fxcpp as fx
 from difftools import LIBS, norm, raises_same, same_values, tabular
-from torch2 import ASSERT_MESSAGES, GRAPH_AND_CODE, NUM_USERS, SNAKE_CASE
+from torch2 import TYPE_ANNOTATIONS
 
 
 class Point(NamedTuple):
@@ -107,7 +107,7 @@ def build_inplace_and_methods(lib):
 BUILDERS = [build_basic, build_names, build_structures, build_inplace_and_methods]
 
 
-@pytest.mark.parametrize('builder', [pytest.param(b, marks=NUM_USERS if b is build_basic else GRAPH_AND_CODE)
+@pytest.mark.parametrize('builder', [pytest.param(b, marks=TYPE_ANNOTATIONS if b is build_structures else ())
                                      for b in BUILDERS], ids=[b.__name__ for b in BUILDERS])
 def test_str_code_tabular_and_outputs(builder):
     (g_ref, inputs), (g_ours, _) = builder(tfx), builder(fx)
@@ -126,7 +126,6 @@ def test_str_code_tabular_and_outputs(builder):
 
 
 @pytest.mark.parametrize('builder', BUILDERS)
-@NUM_USERS
 def test_node_fields(builder):
     (g_ref, _), (g_ours, _) = builder(tfx), builder(fx)
     for a, b in zip(g_ref.nodes, g_ours.nodes):
@@ -166,7 +165,6 @@ def test_node_identity_and_attributes():
     assert isinstance(y, fx.Node) and isinstance(y, fx.node.Node)
 
 
-@GRAPH_AND_CODE
 def test_edit_api_matches():
     def run(lib):
         g = lib.Graph()
@@ -203,7 +201,6 @@ def test_edit_api_matches():
         assert [u.name for u in a.users] == [u.name for u in b.users]
 
 
-@NUM_USERS
 def test_erase_and_dce():
     def run(lib):
         g = lib.Graph()
@@ -275,7 +272,6 @@ def test_iteration_while_mutating():
     assert len(g.nodes) == 2
 
 
-@NUM_USERS
 def test_graph_copy_node_copy_deepcopy():
     def run(lib):
         (g, _) = build_basic(lib)
@@ -298,7 +294,6 @@ def test_graph_copy_node_copy_deepcopy():
     assert r[3].format_node() == o[3].format_node()
 
 
-@NUM_USERS
 def test_lint_errors():
     def other_graph(lib):
         g1, g2 = lib.Graph(), lib.Graph()
@@ -326,7 +321,6 @@ def test_lint_errors():
         raises_same(lambda: make(tfx).lint(), lambda: make(fx).lint())
 
 
-@ASSERT_MESSAGES
 def test_create_node_errors():
     for fn in (
         lambda lib: lib.Graph().create_node('bogus', 'x'),
@@ -447,9 +441,9 @@ class _NamelessCallable:
 
 
 @pytest.mark.parametrize('target', ['__add__', '__', '___', '____', 'fooBar', 'x',
-                                    pytest.param('ÉtéBar', marks=SNAKE_CASE), pytest.param('aΣb', marks=SNAKE_CASE),
+                                    'ÉtéBar', 'aΣb',
                                     operator.add, torch.relu, torch.Tensor.add,
-                                    pytest.param(1, marks=ASSERT_MESSAGES), pytest.param(None, marks=ASSERT_MESSAGES),
+                                    1, None,
                                     _NamelessCallable()])
 def test_target_to_str_matches_torch_fx(target):
     # Graph._target_to_str is the core's one naming rule (Graph::target_to_str).

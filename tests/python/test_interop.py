@@ -21,7 +21,7 @@ from torch.fx.tensor_type import TensorType
 import fxcpp as fx
 import fxcpp.graph as fx_graph
 import fxcpp.immutable_collections as fic
-from torch2 import CODE_FREES_DEAD_VALUES, FX_NODE_NOT_A_BASE, GRAPH_AND_CODE, NUM_USERS, xfail2
+from torch2 import FX_NODE_NOT_A_BASE, xfail2
 from fxcpp.annotate import annotate  # noqa: F401  (RewritingTracer turns `x: T = v` into a call)
 from fxcpp.passes.shape_prop import ShapeProp as FShapeProp
 
@@ -139,7 +139,6 @@ def inputs():
 
 
 @pytest.mark.parametrize('src_lib', ['torch', 'fxcpp'])
-@GRAPH_AND_CODE
 def test_crafted_graph(src_lib):
     dst_lib = 'fxcpp' if src_lib == 'torch' else 'torch'
     conv = fx.from_torch_fx if dst_lib == 'fxcpp' else fx.to_torch_fx
@@ -153,7 +152,6 @@ def test_crafted_graph(src_lib):
 
 
 @pytest.mark.parametrize('src_lib', ['torch', 'fxcpp'])
-@GRAPH_AND_CODE
 def test_crafted_graph_module(src_lib):
     dst_lib = 'fxcpp' if src_lib == 'torch' else 'torch'
     conv = fx.from_torch_fx if dst_lib == 'fxcpp' else fx.to_torch_fx
@@ -181,7 +179,6 @@ def test_crafted_graph_module(src_lib):
     assert conv(gm).graph.owning_module is not None
 
 
-@GRAPH_AND_CODE
 def test_same_graph_as_other_library_built():
     # built natively by each library, the two graphs agree: the oracle for the
     # conversions above is sound
@@ -190,7 +187,6 @@ def test_same_graph_as_other_library_built():
 
 
 @pytest.mark.parametrize('src_lib', ['torch', 'fxcpp'])
-@xfail2('generates code with node names normalised ("x_01" -> "x_1") and prints "[num_users=N]"')
 def test_names_are_exact(src_lib):
     # names create_name never hands out (a builtin, a keyword, illegal
     # characters, a leading digit, a zero-padded counter) survive both ways
@@ -252,7 +248,6 @@ def _resnet18():
 
 
 @pytest.mark.parametrize('src_lib', ['torch', 'fxcpp'])
-@NUM_USERS
 def test_resnet18(src_lib):
     m = _resnet18()
     gm = LIBS[src_lib].symbolic_trace(m)
@@ -366,7 +361,7 @@ class Split(torch.nn.Module):
         return self.b(z) * self.c, z.sum()
 
 
-@CODE_FREES_DEAD_VALUES
+@FX_NODE_NOT_A_BASE  # torch.fx 2.14 split_module drops the fxcpp nodes it meets in args (not torch.fx Nodes)
 def test_split_module_on_fxcpp():
     m = Split()
     part = {'x': 0, 'y': 0, 'a': 0, 'relu': 0, 'add': 1, 'b': 1, 'c': 1, 'mul': 1, 'sum_1': 2}

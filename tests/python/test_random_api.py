@@ -12,7 +12,6 @@ import torch
 import torch.fx as tfx
 
 import fxcpp as fx
-from torch2 import GRAPH_AND_CODE
 
 FUNCS = [operator.add, operator.mul, operator.sub, torch.relu, torch.neg, torch.sigmoid]
 ARITY = {operator.add: 2, operator.mul: 2, operator.sub: 2, torch.relu: 1, torch.neg: 1, torch.sigmoid: 1}
@@ -102,7 +101,6 @@ def step(rng, graphs):
 
 
 @pytest.mark.parametrize('seed', range(6))
-@GRAPH_AND_CODE
 def test_random_sequences(seed):
     rng = random.Random(seed)
     graphs = [make(tfx), make(fx)]

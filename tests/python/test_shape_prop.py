@@ -8,7 +8,6 @@ import torch.nn as nn
 from torch.fx.passes.shape_prop import ShapeProp as TShapeProp
 
 import fxcpp as fx
-from torch2 import NUM_USERS
 from fxcpp.passes.shape_prop import ShapeProp as FShapeProp, TensorMetadata
 
 
@@ -74,7 +73,6 @@ def test_quantized_metadata():
         assert a == b
 
 
-@NUM_USERS
 def test_error_message():
     def f(x):
         return x + torch.zeros(5)

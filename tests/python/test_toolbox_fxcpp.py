@@ -12,7 +12,7 @@ from torch.fx.passes.shape_prop import ShapeProp as TShapeProp
 import fxcpp as fx
 from fxcpp.experimental import const_fold, optimization
 from fxcpp.passes.shape_prop import ShapeProp as FShapeProp
-from torch2 import NUM_USERS, xfail2
+from torch2 import xfail2
 
 _FOLDED_CODE_2X = xfail2("split_const_subgraphs generates another forward for the folded module "
                          "(reads of the folded attributes, names)")
@@ -91,7 +91,7 @@ def _both(model_cls, skip=None):
     return m, ours, theirs
 
 
-@pytest.mark.parametrize('model_cls', [pytest.param(m, marks=_FOLDED_CODE_2X if m is Multi else NUM_USERS)
+@pytest.mark.parametrize('model_cls', [pytest.param(m, marks=_FOLDED_CODE_2X if m is Multi else ())
                                        for m in MODELS], ids=[m.__name__ for m in MODELS])
 def test_const_fold_same_as_torch_fx(model_cls):
     m, ours, theirs = _both(model_cls)
@@ -184,7 +184,6 @@ def test_const_fold_torch_fx_module_input_and_everything_constant():
         const_fold.split_const_subgraphs(fx.symbolic_trace(AllConst()))
 
 
-@_FOLDED_CODE_2X
 def test_const_fold_large_chain():
     root = torch.nn.Module()
     root.w = torch.nn.Parameter(torch.ones(2))
@@ -247,7 +246,6 @@ def _randomize_bn(m):
 
 @pytest.mark.parametrize('inplace', [False, True])
 @pytest.mark.parametrize('src', ['module', 'fxcpp', 'torch'])
-@NUM_USERS
 def test_fuse_same_as_torch_fx(src, inplace):
     torch.manual_seed(0)
     m = ConvBN()

@@ -22,7 +22,7 @@ import torch
 import torch.fx
 
 import fxcpp as fx
-from torch2 import NEW_API, NUM_USERS, TORCH2, xfail2
+from torch2 import NEW_API, TORCH2, xfail2
 import fxcpp._pytree as fx_pytree
 import fxcpp._symbolic_trace as fx_st
 import fxcpp.proxy as fx_proxy
@@ -32,8 +32,11 @@ PY311 = sys.version_info >= (3, 11)
 # torch.fx 2.x traces those cases.
 FX_BROKEN_ON_PY311 = PY311 and not TORCH2
 
-_CODE_2X = xfail2('generates other code (dead values freed, concrete-argument handling, names) and prints '
-                  '"[num_users=N]"')
+# Not strict: which number torch.fx 2.14 gives depends on what ran before in the process (this test
+# passes alone and fails after the rest of this file).
+_TENSOR_CONSTANT_NAMES_2X = pytest.mark.xfail(
+    condition=TORCH2, strict=False,
+    reason='torch.fx 2.14 names tensor constants through Tracer.get_fresh_qualname (other numbering, issue 23)')
 _META_2X = xfail2('records node.meta["nn_module_stack"] on more nodes while tracing')
 
 torch.manual_seed(0)
@@ -203,7 +206,6 @@ def flag_fn(x, flag):
     (AddModule(), (torch.randn(3), torch.randn(3))),
     (SampleM(), (torch.randn(3), torch.randn(3))),
 ], ids=["no_act", "act", "topk", "leaf", "relu_ones", "add", "sample"])
-@NUM_USERS
 def test_seed_examples(root, inputs):
     check_same(root, inputs)
 
@@ -215,13 +217,11 @@ def test_seed_activation_code():
     assert "relu" not in ours.code
 
 
-@_CODE_2X
 def test_seed_concrete_flag():
     ref, ours = check_same(flag_fn, (torch.randn(3), True), concrete_args={"flag": True})
     ref, ours = check_same(flag_fn, (torch.randn(3), False), concrete_args={"flag": False})
 
 
-@NUM_USERS
 def test_seed_lambda_closure():
     def g(flag):
         return lambda x: flag_fn(x, flag)
@@ -677,7 +677,6 @@ def ops_camel(x):
     (ops_call_proxy, (torch.randn(3),)),
     (ops_camel, (torch.randn(3, 3),)),
 ], ids=lambda v: getattr(v, "__name__", ""))
-@NUM_USERS
 def test_operators_match(fn, inputs):
     check_same(fn, inputs)
 
@@ -826,7 +825,6 @@ class AnnotatedModule(torch.nn.Module):
     (AnnotatedModule(), (torch.randn(3),)),
 ], ids=["containers", "params_buffers", "shared_param", "nested", "module_as_arg",
         "namedtuple", "annotated"])
-@NUM_USERS
 def test_modules_match(root, inputs):
     check_same(root, inputs)
 
@@ -849,13 +847,11 @@ def test_sequential_is_traced_through():
     assert [n.target for n in gm.graph.nodes if n.op == "call_module"] == ["0", "1"]
 
 
-@NUM_USERS
 def test_top_level_leaf_modules():
     for m in [torch.nn.Linear(3, 3), torch.nn.ReLU()]:
         ref, ours = check_same(m, (torch.randn(2, 3),))
 
 
-@_CODE_2X
 def test_param_shapes_constant():
     class M(torch.nn.Module):
         def __init__(self):
@@ -907,7 +903,7 @@ def test_proxy_buffer_attributes():
         torch.fx.GraphModule(M(), RefBufTracer().trace(M())).code
 
 
-@_CODE_2X
+@_TENSOR_CONSTANT_NAMES_2X
 def test_tensor_constant_naming_with_existing_attr():
     class M(torch.nn.Module):
         def __init__(self):
@@ -987,13 +983,11 @@ def ca_tuple_and_list(x, y):
     return x[0] - x[1], y[0] * y[2]
 
 
-@_CODE_2X
 def test_concrete_bool_int():
     check_same(ca_bool_int, (torch.randn(3), True, 3), concrete_args={"flag": True, "n": 3})
     check_same(ca_bool_int, (torch.randn(3), False), concrete_args={"flag": False})
 
 
-@_CODE_2X
 def test_concrete_tuple_form():
     # tuple concrete_args with PH: compare with torch.fx using its own PH
     ref = torch.fx.symbolic_trace(ca_bool_int, concrete_args=(torch.fx.PH, True, 3))
@@ -1003,7 +997,6 @@ def test_concrete_tuple_form():
         error_of(lambda: torch.fx.symbolic_trace(ca_bool_int, concrete_args=(True,)))
 
 
-@_CODE_2X
 def test_concrete_none():
     ours = fx.symbolic_trace(ca_none, concrete_args={"y": None})
     ref = torch.fx.symbolic_trace(ca_none, concrete_args={"y": None})
@@ -1022,7 +1015,6 @@ def test_concrete_none():
         ours(x, torch.ones(3))
 
 
-@NUM_USERS
 def test_concrete_dict_ph():
     ca = {"x": {"a": fx.PH, "b": fx.PH, "c": fx.PH}}
     ref = torch.fx.symbolic_trace(ca_dict, concrete_args={"x": {"a": torch.fx.PH, "b": torch.fx.PH,
@@ -1046,7 +1038,6 @@ def test_concrete_nested_ph():
     assert_same_outputs(ref(x, y), ours(x, y))
 
 
-@_CODE_2X
 def test_concrete_tuple_list_values():
     ca = {"x": (fx.PH, fx.PH), "y": [fx.PH, 2, fx.PH]}
     ref_ca = {"x": (torch.fx.PH, torch.fx.PH), "y": [torch.fx.PH, 2, torch.fx.PH]}
@@ -1073,7 +1064,6 @@ def test_concrete_unassertable_warns():
     assert any("Was not able to add assertion" in str(i.message) for i in w)
 
 
-@_CODE_2X
 def test_concrete_module_forward():
     class M(torch.nn.Module):
         def forward(self, x, use_relu=True):
@@ -1147,7 +1137,6 @@ def not_traced(x):
 """)
 
 
-@NUM_USERS
 def test_wrap_normalize_both_registries():
     ref, ours = check_same(_wrap_both.normalize, (torch.rand(3, 4),))
     # same call targets: the real builtins, not wrapper objects
@@ -1176,7 +1165,6 @@ def test_wrap_fxcpp_only_not_seen_by_torch_fx():
     # ... while fxcpp also honours torch.fx's registry (see test above).
 
 
-@NUM_USERS
 def test_wrap_variants():
     ref, ours = check_same(_wrap_variants.fn_to_be_traced, (torch.randn(3), torch.randn(3)))
     targets = [n.target for n in ours.graph.nodes if n.op == "call_function"]
@@ -1205,7 +1193,6 @@ def math_autowrap_const(x):
     return x * math.sqrt(4) + math.pi
 
 
-@NUM_USERS
 def test_math_autowrap():
     ref, ours = check_same(math_autowrap, (torch.randn(4, 3),))
     assert [n.target for n in ours.graph.nodes if n.op == "call_function" and n.meta.get("is_wrapped")] == \
@@ -1317,7 +1304,7 @@ _OVERRIDE_KINDS = ["leaf_all_custom", "no_leaves", "create_node", "create_proxy"
 
 
 @pytest.mark.parametrize("kind", [k if k == "no_leaves" else
-                                  pytest.param(k, marks=_META_2X if k in ("create_node", "trace") else NUM_USERS)
+                                  pytest.param(k, marks=_META_2X if k in ("create_node", "trace") else ())
                                   for k in _OVERRIDE_KINDS])
 def test_tracer_overrides(kind):
     RefT, OurT = make_tracers(kind)
@@ -1387,7 +1374,6 @@ def test_nested_trace():
     assert len([n for n in g.nodes if n.op == "call_module"]) == 4
 
 
-@NUM_USERS
 def test_check_mutable_operations():
     class T(fx.Tracer):
         check_mutable_operations = True
@@ -1434,7 +1420,6 @@ def test_patches_reverted_after_error():
 # Proxy over raw nodes (GraphAppendingTracer) and retracing
 # ---------------------------------------------------------------------------
 
-@NUM_USERS
 def test_proxy_on_raw_node():
     def build(lib):
         graph = lib.Graph()
@@ -1499,7 +1484,6 @@ torchvision = pytest.importorskip("torchvision")
 
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "efficientnet_b0", "convnext_tiny"])
-@NUM_USERS
 def test_torchvision_models(name):
     torch.manual_seed(0)
     model = getattr(torchvision.models, name)(weights=None).eval()

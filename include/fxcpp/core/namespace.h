@@ -7,6 +7,18 @@
 // give identical results in amortized O(1): for each base we remember a hint h
 // such that base_1 .. base_{h-1} are all taken (names are never released, so
 // the hint stays valid) and start a from-1 search at h.
+//
+// Note [Per-base counters]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// torch.fx 2.x (Dialect::fx_2, Note [Dialect]) names differently: a
+// candidate "base_N" (regex (.+)_(\d+)$: a non-empty base) is kept as
+// written, leading zeros included, when it is free and legal, and then sets
+// the base's counter to N; a free unsuffixed candidate leaves the counter
+// alone; a taken or illegal one becomes base_{c+1}, base_{c+2}, ... from the
+// counter c (0 when unset), and the name found sets the counter. The search
+// usually ends at its first probe, since the counter follows the names
+// handed out. Counters are decimal digit strings, so suffixes of any length
+// count as Python's int() does. An empty candidate is named "_unnamed".
 #pragma once
 
 #include <cstdint>
@@ -174,6 +186,8 @@ class Namespace {
   /// returned (the namespace is left as it was, up to a base's search hint
   /// being initialized). Codegen uses it to learn that a global's name might
   /// clash with a node name it has not recorded (Note [Codegen naming fast path]).
+  /// In Dialect::fx_2, with a veto, a candidate that would need a suffix
+  /// search returns an empty NameRef without asking (Note [Per-base counters]).
   NameRef create_name(std::string_view candidate, const void* key, const Object* obj = nullptr,
                       const std::function<bool(std::string_view)>* veto = nullptr);
   /// True when create_name(name, nullptr, obj) would return `name` itself:
@@ -246,7 +260,20 @@ class Namespace {
   struct BaseInfo {
     uint64_t hint = 1;
     uint64_t max_indexed = 0;
+    /// Dialect::fx_2's per-base counter (Note [Per-base counters]): the
+    /// decimal digits of the suffix last taken for this base ("" = 0).
+    std::string counter;
   };
+  /// create_name's Dialect::fx_2 rules for a sanitized, non-empty candidate.
+  NameRef create_name_fx2(std::string cand, const void* key, const Object* obj,
+                          const std::function<bool(std::string_view)>* veto);
+ public:
+  /// Records that `name`, already in this namespace, was created in
+  /// Dialect::fx_2 (sets its base's counter, Note [Per-base counters]);
+  /// codegen's fast path replays its recorded names with it. O(|name|).
+  void note_created_fx2(std::string_view name);
+
+ private:
   /// Inserts a free name into used_, keeping max_indexed current.
   NameRef insert_indexed(std::string_view name);
   const BaseInfo* base_info(std::string_view base) const;

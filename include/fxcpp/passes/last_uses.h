@@ -43,7 +43,7 @@ class LastUses {
   Node* last_user(const Node& value) const { return slots_[value.index()].last_user; }
 
  private:
-  friend LastUses last_uses(const Graph& g);
+  friend LastUses last_uses(const Graph& g, bool include_foreign);
   struct Slot {
     Node* last_user = nullptr;
     uint32_t first_freed = 0;  ///< offset of this node's run in freed_
@@ -59,10 +59,12 @@ class LastUses {
 /// kwargs, through nested tuples, lists, dicts and slices; a value used twice
 /// by one node is listed once; unused values are freed by no one; the output
 /// node frees its inputs like any other user. Inputs owned by another graph
-/// (which lint() rejects) are not listed.
+/// (which lint() rejects) are not listed unless `include_foreign`: then each
+/// is listed once, after its last use, as torch.fx's code generation frees it
+/// (codegen.cpp uses this; last_user() knows nothing of them).
 /// Cost: one reverse walk over the nodes and their input uses (linear), one
 /// allocation for the side table (16 bytes per node slot) and one for the
-/// freed list (8 bytes per node).
-LastUses last_uses(const Graph& g);
+/// freed list (8 bytes per node); foreign inputs add a linear scan each.
+LastUses last_uses(const Graph& g, bool include_foreign = false);
 
 }  // namespace fxcpp

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Regenerates the golden files used by tests/cpp/core/golden_test.cpp.
 
-Each case builds, with torch.fx 1.13.1, the graph that the C++ test builds
-with the native API, and records str(graph) and python_code('self').src.
-Run with /usr/bin/python3 (torch.fx must be importable):
+Each case builds, with torch.fx, the graph that the C++ test builds with the
+native API, and records str(graph) and python_code('self').src. Run it with
+torch 1.13.1 (Debian's /usr/bin/python3) for the files in this folder and
+with torch 2.x (2.14.1: /work/main/.venv/bin/python, or any venv with it) for
+the ones in fx2/ (Dialect::fx_2, Note [Dialect]); the C++ test checks both:
     /usr/bin/python3 tests/cpp/core/golden/make_golden.py
+    .venv/bin/python tests/cpp/core/golden/make_golden.py
 """
 import math
 import operator
@@ -130,13 +133,19 @@ STRINGS = ['abc', "it's", 'say "hi"', 'both \' and "', 'tab\there', 'nl\n', 'bac
 
 
 def main():
+    out = HERE
+    if int(torch.__version__.split('.')[0]) >= 2:
+        out = os.path.join(HERE, 'fx2')  # torch.fx 2.x's text; floats and strings are the same
+        os.makedirs(out, exist_ok=True)
     for case in CASES:
         g = case()
         name = case.__name__[len('case_'):]
-        with open(os.path.join(HERE, f'{name}.graph.txt'), 'w') as f:
+        with open(os.path.join(out, f'{name}.graph.txt'), 'w') as f:
             f.write(str(g))
-        with open(os.path.join(HERE, f'{name}.code.txt'), 'w') as f:
+        with open(os.path.join(out, f'{name}.code.txt'), 'w') as f:
             f.write(g.python_code('self').src)
+    if out != HERE:
+        return 0
     with open(os.path.join(HERE, 'floats.txt'), 'w') as f:
         for v in FLOATS:
             f.write(f'{v.hex()} {repr(v)}\n')
