@@ -172,3 +172,56 @@ def test_dynamic_batch_one_graph(loads, caplog):
             torch.testing.assert_close(compiled(x), model(x), **TOL)
     assert len(loads) == 1
     assert fallbacks(caplog) == []
+
+
+def test_number_in_tensor_argument_keeps_eager_dtypes(loads):
+    # AOTAutograd writes aten.mul.Tensor(x, 2.5) / aten.add.Tensor(i, 3): the backend wraps the
+    # numbers (the runtime does not), and type promotion must come out as eager's.
+    class M(torch.nn.Module):
+        def forward(self, x, i, h):
+            return x * 2.5, i + 3, i * 1.5, h * 0.5, i > 2
+    x = torch.randn(3, 4)
+    i = torch.arange(12, dtype=torch.int32).reshape(3, 4)
+    h = torch.randn(3, 4).half()
+    got = check(M(), x, i, h)
+    expected = M()(x, i, h)
+    assert [t.dtype for t in got] == [t.dtype for t in expected]
+    assert len(loads) == 1
+
+
+ENTRY_POINT_SCRIPT = '''
+import sys, torch
+from torch._dynamo.backends import registry
+assert 'fxcpp' not in sys.modules
+m = torch.nn.Linear(4, 2).eval()
+c = torch.compile(m, backend='fxcpp')
+with torch.no_grad():
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(c(x), m(x))
+assert 'fxcpp.aten._dynamo' in sys.modules
+print('entry point ok', registry._COMPILER_FNS['fxcpp'].__module__)
+'''
+
+
+def test_entry_point_needs_no_import(tmp_path):
+    """backend="fxcpp" in a process that never imports fxcpp: Dynamo finds the
+    torch_dynamo_backends entry point pyproject.toml declares (here installed as a
+    bare dist-info, as pip would write it)."""
+    import os
+    import subprocess
+    import sys
+    import tomllib
+    root = os.path.join(os.path.dirname(__file__), '..', '..')
+    with open(os.path.join(root, 'pyproject.toml'), 'rb') as f:
+        eps = tomllib.load(f)['project']['entry-points']['torch_dynamo_backends']
+    info = tmp_path / 'fxcpp-0.1.0.dist-info'
+    info.mkdir()
+    (info / 'METADATA').write_text('Metadata-Version: 2.1\nName: fxcpp\nVersion: 0.1.0\n')
+    lines = ''.join(f'{name} = {target}\n' for name, target in eps.items())
+    (info / 'entry_points.txt').write_text('[torch_dynamo_backends]\n' + lines)
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join([str(tmp_path)] + [p for p in [env.get('PYTHONPATH')] if p])
+    p = subprocess.run([sys.executable, '-c', ENTRY_POINT_SCRIPT], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert 'entry point ok fxcpp.aten._dynamo' in p.stdout
