@@ -225,3 +225,14 @@ def test_entry_point_needs_no_import(tmp_path):
                        timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     assert 'entry point ok fxcpp.aten._dynamo' in p.stdout
+
+
+def test_inference_mode(loads, caplog):
+    torch.manual_seed(0)
+    model = MLP().eval()
+    compiled = torch.compile(model, backend='fxcpp')
+    x = torch.randn(2, 16)
+    with torch.inference_mode():
+        torch.testing.assert_close(compiled(x), model(x), **TOL)
+    assert len(loads) == 1
+    assert fallbacks(caplog) == []
