@@ -236,3 +236,14 @@ def test_inference_mode(loads, caplog):
         torch.testing.assert_close(compiled(x), model(x), **TOL)
     assert len(loads) == 1
     assert fallbacks(caplog) == []
+
+
+def test_tensor_constants_in_forward(loads, caplog):
+    # Tensors made in forward become the AOT graph's get_attr constants, written while
+    # AOTAutograd's fake mode is active (swin_t has one): they must reach the runtime.
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.where(x > 0, x, torch.tensor(-1.0)) + x.new_tensor(3.0)
+    check(M(), torch.randn(3, 5))
+    assert len(loads) == 1
+    assert fallbacks(caplog) == []

@@ -67,8 +67,13 @@ def _load(aot_gm):
     # converted nodes share the AOT graph's meta dicts (fxcpp.interop): given fresh ones.
     for node in gm.graph.nodes:
         node.meta = {}
+    # AOTAutograd calls its compiler with its FakeTensorMode active; the writer detaches the real
+    # constants (get_attr tensors), which that mode refuses: it is set aside while they are written.
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        data = _to_bytes(gm)
     # The graph comes from the caller's own model: trusted (docs/fxpt_format.md).
-    return _C_torch.load(_to_bytes(gm), plan_memory=True, trusted=True)
+    return _C_torch.load(data, plan_memory=True, trusted=True)
 
 
 _SCALAR_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float32}
