@@ -17,6 +17,20 @@ del _graph
 from .interpreter import Interpreter, Transformer
 from .subgraph_rewriter import replace_pattern
 
+
+
+def _dynamo_backend(gm, example_inputs):
+    """torch.compile's backend "fxcpp" (fxcpp.aten._dynamo.fxcpp_backend, imported on first use)."""
+    from .aten._dynamo import fxcpp_backend
+    return fxcpp_backend(gm, example_inputs)
+
+
+# torch.compile(backend="fxcpp"): registered now if torch._dynamo is loaded (an installed fxcpp is
+# also found through its torch_dynamo_backends entry point; fxcpp.aten._dynamo.register() forces it).
+from ._torch_compat import register_dynamo_backend as _register_dynamo_backend
+_register_dynamo_backend('fxcpp', _dynamo_backend)
+del _register_dynamo_backend
+
 import os as _os
 
 #: The folder to give CMake (-DCMAKE_PREFIX_PATH) so that find_package(fxcpp) finds the C++

@@ -183,3 +183,26 @@ def _shape_prop_memory_formats():
 
 #: Memory formats in torch.fx ShapeProp's probing order.
 SHAPE_PROP_MEMORY_FORMATS = _shape_prop_memory_formats()
+
+
+#: Whether this torch has Dynamo (torch.compile): 2.0 and later.
+HAS_DYNAMO = TORCH_VERSION >= (2, 0)
+
+
+def register_dynamo_backend(name, fn, import_dynamo=False) -> bool:
+    """Registers ``fn`` as torch.compile's backend ``name``; False on a torch without
+    Dynamo. Importing torch._dynamo takes seconds, so unless ``import_dynamo`` this
+    only registers when it is already loaded (an installed fxcpp is found through its
+    ``torch_dynamo_backends`` entry point anyway). A name Dynamo already knows -- from
+    the entry point, which Dynamo loads (importing fxcpp) and registers itself, or from
+    an earlier call -- is left alone: registering it twice is an error in Dynamo."""
+    import sys
+    if not HAS_DYNAMO:
+        return False
+    if not import_dynamo and 'torch._dynamo' not in sys.modules:
+        return False
+    from torch._dynamo.backends import registry
+    if name in registry._BACKENDS or name in registry._COMPILER_FNS:
+        return True
+    registry.register_backend(compiler_fn=fn, name=name)
+    return True
