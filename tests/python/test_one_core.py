@@ -44,18 +44,19 @@ class _Opens:
     def __exit__(self, *exc):
         _Opens._active = None
 
-    @staticmethod
-    def hook(event, args):
-        rec = _Opens._active
-        if rec is None or event != 'open' or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
-            return
-        path = os.fsdecode(args[0])
-        if path.endswith(('.py', '.pyc', '.so')) or '__pycache__' in path or path.startswith('/proc/'):
-            return
-        rec.paths.append(path)
+
+def _audit(event, args, _opens=_Opens):
+    # The class is bound as a default: the hook outlives this module's globals at exit.
+    rec = _opens._active
+    if rec is None or event != 'open' or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
+        return
+    path = os.fsdecode(args[0])
+    if path.endswith(('.py', '.pyc', '.so')) or '__pycache__' in path or path.startswith('/proc/'):
+        return
+    rec.paths.append(path)
 
 
-sys.addaudithook(_Opens.hook)
+sys.addaudithook(_audit)
 
 
 class Small(torch.nn.Module):
