@@ -68,7 +68,7 @@ CSV_FIELDS = ["suite", "case", "size", "unit", "fxcpp", "torchfx", "speedup", "t
 # partitioner's proposal on the 1e4 chain takes about a minute).
 TIMEOUTS = {"quick": {"core_cpp": 60, "graph_api": 120, "trace": 90, "transform": 45, "runtime": 90,
                        "toolbox": 240, "explorer": 120},
-            "full": {"core_cpp": 150, "graph_api": 600, "trace": 180, "transform": 600, "runtime": 300,
+            "full": {"core_cpp": 400, "graph_api": 600, "trace": 180, "transform": 600, "runtime": 300,
                       "toolbox": 900, "explorer": 600}}
 
 # Google Benchmark name -> graph_api case of the same operation (for side-by-side rows).
