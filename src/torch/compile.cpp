@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <string_view>
 #include <unordered_map>
@@ -671,8 +672,27 @@ class Compiler {
 
 }  // namespace
 
+// Note [Plans are built from real tensors]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Compiling a plan makes tensors through the dispatcher (numbers that an
+// ATen overload takes as Tensors become wrapped-number tensors, once). The
+// caller's thread may have Python dispatch modes active: torch.compile calls
+// its backends under a FakeTensorMode, and a TorchDispatchMode or
+// functionalization may be on. Those would intercept the calls and hand back
+// fake tensors with no data, which the plan would keep as constants and fail
+// on ("data is not allocated yet") at the first run. So compiling excludes
+// the keys through which such modes see calls: a plan's constants are real
+// CPU tensors whatever the caller's modes. Running a plan leaves the caller's
+// modes as they are: the ops then dispatch as eager ones would.
 std::unique_ptr<Plan> Plan::compile(const Graph& graph, const std::vector<NamedTensor>& tensors,
                                     const ModuleOptions& options) {
+  c10::impl::ExcludeDispatchKeyGuard no_modes(c10::DispatchKeySet({
+      c10::DispatchKey::Python,
+      c10::DispatchKey::PythonTLSSnapshot,
+      c10::DispatchKey::Functionalize,
+      c10::DispatchKey::FuncTorchDynamicLayerFrontMode,
+      c10::DispatchKey::FuncTorchDynamicLayerBackMode,
+  }));
   auto plan = std::make_unique<Plan>();
   Compiler(graph, tensors, *plan).compile(options);
   return plan;

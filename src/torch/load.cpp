@@ -37,6 +37,7 @@
 #include "fxcpp/torch/module.h"  // load() builds a Module
 #include "fxcpp/torch/policy.h"
 #include "pt2_reader.h"
+#include "names.h"
 #include "zip_reader.h"
 
 namespace fxcpp::torch {
@@ -317,72 +318,13 @@ std::vector<NamedTensor> read_tensors(const Json& doc, Archive& archive) {
 
 // ---- names ---------------------------------------------------------------------------
 
-// Note [Names a file may use]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// The Python runtime rebuilds the graph and generates `forward` from it, so
-// strings from a file end up in Python source: a placeholder target becomes a
-// parameter of `def forward(self, ...)`, node names become variables, kwargs
-// keys keyword arguments, tensor names attribute paths, class_name a class.
-// So they are checked here, for every file, trusted or not (fxcpp never
-// writes anything else): node names, placeholder targets (optionally behind
-// `*` or `**`), kwargs keys and class_name are ASCII Python identifiers that
-// are not keywords; tensor names and get_attr targets are dotted paths of
-// [A-Za-z0-9_]+ parts ("layer1.0.conv1.weight"). JSON strings are valid UTF-8
-// (the parser refuses anything else).
-
-bool is_keyword(const std::string& s) {
-  static const char* const kKeywords[] = {
-      "False", "None",   "True",     "and",      "as",   "assert", "async",  "await",    "break",
-      "class", "continue", "def",    "del",      "elif", "else",   "except", "finally",  "for",
-      "from",  "global", "if",       "import",   "in",   "is",     "lambda", "nonlocal", "not",
-      "or",    "pass",   "raise",    "return",   "try",  "while",  "with",   "yield"};
-  for (const char* k : kKeywords)
-    if (s == k) return true;
-  return false;
-}
-
-bool is_word_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
-// An ASCII Python identifier that is not a keyword.
-bool is_py_identifier(const std::string& s) {
-  if (s.empty() || s.size() > 4096 || (s[0] >= '0' && s[0] <= '9')) return false;
-  for (char c : s)
-    if (!is_word_char(c)) return false;
-  return !is_keyword(s);
-}
-
-// "a.b.0.c": non-empty parts of [A-Za-z0-9_].
-bool is_dotted_path(const std::string& s) {
-  if (s.empty() || s.size() > 4096 || s.front() == '.' || s.back() == '.') return false;
-  char prev = 0;
-  for (char c : s) {
-    if (c == '.' ? prev == '.' : !is_word_char(c)) return false;
-    prev = c;
-  }
-  return true;
-}
-
-std::string shown(const std::string& s) {
-  // Shown in messages: printable ASCII as is, the rest escaped, at most 80 characters.
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < 80; ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return out + (s.size() > 80 ? "...'" : "'");
-}
+// Names are checked by the rules in names.h (Note [Names a file may use]).
+using names::is_identifier;
+using names::is_module_path;
+using names::shown;
 
 void check_identifier(const std::string& s, const std::string& what) {
-  if (!is_py_identifier(s))
-    bad(what + " " + shown(s) + " is not a Python identifier (ASCII letters, digits and '_', not a keyword)");
+  if (!is_identifier(s)) bad(what + " " + shown(s) + " is not a Python identifier (ASCII letters, digits and '_', not a keyword)");
 }
 
 [[noreturn]] void refuse_operator(const std::string& node, const AtenOp& op, const std::string& why) {
@@ -488,9 +430,9 @@ std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor
     check_identifier(cls->get<std::string>(), "class_name");
   }
   for (size_t i = 0; i < tensors.size(); ++i)
-    if (!is_dotted_path(tensors[i].name))
+    if (!is_module_path(tensors[i].name))
       bad("tensors[" + std::to_string(i) + "]: name " + shown(tensors[i].name) +
-          " is not a dotted path of identifiers (\"layer1.0.weight\")");
+          " is not a module path (dotted parts of letters, digits, '_' and '-': \"layer1.0.weight\")");
   auto g = std::make_unique<Graph>();
   std::unordered_map<std::string, Node*> by_name;
   std::unordered_map<std::string, bool> tensor_names;
@@ -502,7 +444,7 @@ std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor
     std::string w = "nodes[" + std::to_string(i) + "]";
     if (have_output) bad(w + ": nodes after the output node");
     std::string name = str_field(j, "name", w), op_text = str_field(j, "op", w);
-    if (!is_py_identifier(name)) check_identifier(name, w + ": node name");
+    if (!is_identifier(name)) check_identifier(name, w + ": node name");
     w += " ('" + name + "')";
     if (by_name.count(name)) bad(w + ": repeated node name");
     auto op = parse_op(op_text);
@@ -526,7 +468,7 @@ std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor
         if (args.size() > 1 || !kwargs.empty()) bad(w + ": a placeholder has at most one argument (its default)");
         std::string target = str_field(j, "target", w);
         size_t stars = target.rfind("**", 0) == 0 ? 2 : target.rfind('*', 0) == 0 ? 1 : 0;
-        if (!is_py_identifier(target.substr(stars))) check_identifier(target, w + ": placeholder target");
+        if (!is_identifier(target.substr(stars))) check_identifier(target, w + ": placeholder target");
         n = g->create_node(Op::Placeholder, Target(target), std::move(args), {}, name);
         break;
       }

@@ -2,6 +2,8 @@
 // constants (Note [Runtime targets] in ops.h).
 #include "fxcpp/torch/ops.h"
 
+#include "names.h"
+
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,12 +46,6 @@ std::mutex& table_mutex() {
   return m;
 }
 
-bool is_identifier(const std::string& s) {
-  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
-  for (char c : s)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
-  return true;
-}
 
 // ---- primitives -------------------------------------------------------------------
 
@@ -106,7 +102,8 @@ Object aten_op(const std::string& qualified) {
   size_t dot = rest.find('.');
   std::string base = rest.substr(0, dot), overload = dot == std::string::npos ? "" : rest.substr(dot + 1);
   if (overload == "default") overload.clear();
-  if (!is_identifier(ns) || !is_identifier(base) || (dot != std::string::npos && !is_identifier(rest.substr(dot + 1))))
+  if (!names::is_ascii_word(ns) || !names::is_ascii_word(base) ||
+      (dot != std::string::npos && !names::is_ascii_word(rest.substr(dot + 1))))
     throw FormatError("fxcpp::torch: '" + qualified + "' is not an operator name (expected 'namespace::name.overload')");
   // One entry per overload, whichever way the default overload is spelled.
   std::string canonical = ns + "::" + base + (overload.empty() ? "" : "." + overload);

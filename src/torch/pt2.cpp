@@ -16,6 +16,7 @@
 
 #include "fxcpp/torch/policy.h"
 #include "fxcpp/torch/pt2.h"
+#include "names.h"
 #include "pt2_reader.h"
 
 namespace fxcpp::torch::pt2 {
@@ -34,64 +35,13 @@ constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 48;
   throw FormatError("fxcpp::torch: cannot load this .pt2 archive: " + what);
 }
 
-// Shown in messages: printable ASCII as is, the rest escaped, at most 80 characters.
-std::string shown(const std::string& s) {
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < 80; ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return out + (s.size() > 80 ? "...'" : "'");
-}
 
-// ---- names (Note [Names a file may use] in load.cpp) ---------------------------------------
+// ---- names (Note [Names a file may use] in names.h) ---------------------------------------
 
-bool is_word_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-bool is_keyword(const std::string& s) {
-  static const char* const kKeywords[] = {
-      "False", "None",     "True", "and",    "as",   "assert", "async",  "await",   "break", "class", "continue",
-      "def",   "del",      "elif", "else",   "except", "finally", "for", "from",    "global", "if",   "import",
-      "in",    "is",       "lambda", "nonlocal", "not", "or",   "pass",   "raise",   "return", "try", "while",
-      "with",  "yield"};
-  for (const char* k : kKeywords)
-    if (s == k) return true;
-  return false;
-}
-bool is_identifier(const std::string& s) {
-  if (s.empty() || s.size() > 4096 || (s[0] >= '0' && s[0] <= '9')) return false;
-  for (char c : s)
-    if (!is_word_char(c)) return false;
-  return !is_keyword(s);
-}
-bool is_dotted_path(const std::string& s) {
-  if (s.empty() || s.size() > 4096 || s.front() == '.' || s.back() == '.') return false;
-  char prev = 0;
-  for (char c : s) {
-    if (c == '.' ? prev == '.' : !is_word_char(c)) return false;
-    prev = c;
-  }
-  return true;
-}
-// A tensor's fully qualified name: dotted parts of [A-Za-z0-9_-] (torch's
-// module names may hold '-', as torchvision's regnets' "block1-0" do; the
-// Python runtime spells such parts getattr(m, "block1-0"), a string literal).
-bool is_module_path(const std::string& s) {
-  if (s.empty() || s.size() > 4096 || s.front() == '.' || s.back() == '.') return false;
-  char prev = 0;
-  for (char c : s) {
-    if (c == '.' ? prev == '.' : !(is_word_char(c) || c == '-')) return false;
-    prev = c;
-  }
-  return true;
-}
+using names::is_identifier;
+using names::is_module_path;
+using names::shown;
+
 const std::string& identifier(const std::string& s, const std::string& what) {
   if (!is_identifier(s))
     bad(what + " " + shown(s) + " is not a Python identifier (ASCII letters, digits and '_', not a keyword)");
@@ -337,7 +287,7 @@ at::Tensor Builder::tensor(const Json& entry, const std::string& dir, const std:
     unsupported(where + " is stored pickled (torch.save of a tensor subclass or an object), and fxcpp never unpickles "
                 "(a pickle can run code); export the model with plain tensors");
   std::string path = str_field(entry, "path_name", where);
-  if (!is_dotted_path(path)) bad(where + ".path_name " + shown(path) + " is not a record name");
+  if (!is_module_path(path)) bad(where + ".path_name " + shown(path) + " is not a record name");
   const Json* meta = opt_field(entry, "tensor_meta", where);
   if (!meta) bad(where + " has no tensor_meta");
   std::string w = where + ".tensor_meta";

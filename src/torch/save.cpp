@@ -25,6 +25,7 @@
 #include "fxcpp/core/namespace.h"
 #include "fxcpp/torch/format.h"
 #include "fxcpp/torch/module.h"  // save(const Module&, ...)
+#include "names.h"
 
 namespace fxcpp::torch {
 
@@ -162,11 +163,9 @@ struct Prepared {
 };
 
 // The class name a file may record: what the loader accepts (Note [Names a
-// file may use] in load.cpp).
+// file may use] in names.h).
 void check_class_name(const std::string& name) {
-  bool ascii = !name.empty();
-  for (char c : name) ascii = ascii && static_cast<unsigned char>(c) < 0x80;
-  if (!ascii || !is_identifier(name) || name_rules().keywords.count(name))
+  if (!names::is_identifier(name))
     throw FormatError("fxcpp::torch::save: the class name '" + name +
                       "' is not an ASCII Python identifier (letters, digits and '_', not a keyword), which the "
                       "loader requires; save with another class name");
@@ -188,6 +187,12 @@ Prepared prepare(const Graph& graph, const std::vector<NamedTensor>& tensors, co
     Json entry = Json::object();
     entry["op"] = op_name(n->op());
     entry["name"] = std::string(n->name());
+    // What the loader would refuse is refused here (Note [Names a file may use]).
+    if (!names::is_identifier(n->name()))
+      refuse(n, "its name is not an ASCII Python identifier, which the loader requires; rename the node");
+    if (n->op() == Op::GetAttr && !names::is_module_path(n->target().str().c_str()))
+      refuse(n, "its target is not a module path (dotted parts of letters, digits, '_' and '-'), which the loader "
+                "requires");
     switch (n->op()) {
       case Op::CallFunction: entry["target"] = target_name(n); break;
       case Op::Placeholder:

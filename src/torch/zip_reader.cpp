@@ -1,8 +1,8 @@
-// The strict zip reader of .fxpt files (zip_reader.h).
+// The strict zip reader of .fxpt and .pt2 files (zip_reader.h).
 //
 // Note [Strict zip container]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A .fxpt file is a zip archive as PyTorch's writer makes it (APPNOTE 6.3:
+// A .fxpt or .pt2 file is a zip archive as PyTorch's writer makes it (APPNOTE 6.3:
 // local headers, stored data, optional data descriptors, a central directory,
 // zip64 end records). Zip readers disagree on ambiguous archives (which of
 // two end records, which of two entries of one name, a local header that
@@ -60,7 +60,7 @@ constexpr uint32_t k32 = 0xFFFFFFFFu;
 constexpr uint16_t k16 = 0xFFFFu;
 
 [[noreturn]] void corrupt(const std::string& what) {
-  throw FormatError("fxcpp::torch: corrupt .fxpt archive: " + what);
+  throw FormatError("fxcpp::torch: corrupt model archive (.fxpt or .pt2): " + what);
 }
 
 uint16_t le16(const unsigned char* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
@@ -196,7 +196,7 @@ Reader::Reader(std::shared_ptr<const Source> source) : source_(std::move(source)
   const Source& src = *source_;
   const uint64_t size = src.size();
   if (size < kEndSize)
-    throw FormatError("fxcpp::torch: not a readable .fxpt archive (" + std::to_string(size) +
+    throw FormatError("fxcpp::torch: not a readable model archive (.fxpt or .pt2; " + std::to_string(size) +
                       " bytes, too short for a zip archive)");
 
   // -- the end record: the last one whose comment reaches the end of the file.
@@ -212,7 +212,7 @@ Reader::Reader(std::shared_ptr<const Source> source) : source_(std::move(source)
   }
   if (end_at == UINT64_MAX)
     throw FormatError(
-        "fxcpp::torch: not a readable .fxpt archive (no zip end-of-central-directory record: not a zip file, or "
+        "fxcpp::torch: not a readable model archive (.fxpt or .pt2; no zip end-of-central-directory record: not a zip file, or "
         "truncated)");
   const unsigned char* e = &tail[static_cast<size_t>(end_at - tail_at)];
   const size_t comment_len = le16(e + 20);
@@ -270,7 +270,7 @@ Reader::Reader(std::shared_ptr<const Source> source) : source_(std::move(source)
   if (n_total == 0) corrupt("the archive has no entries");
   if (n_total > kMaxEntries)
     corrupt("the archive has " + std::to_string(n_total) + " entries, more than the " + std::to_string(kMaxEntries) +
-            " a .fxpt file may have");
+            " a model archive may have");
   uint64_t cd_stop;
   if (!add_ok(cd_offset, cd_size, &cd_stop) || cd_stop > cd_end)
     corrupt("the central directory (" + std::to_string(cd_size) + " bytes at offset " + std::to_string(cd_offset) +
@@ -285,7 +285,7 @@ Reader::Reader(std::shared_ptr<const Source> source) : source_(std::move(source)
   }
   if (cd_size > kMaxCentralDirectoryBytes)
     corrupt("the central directory has " + std::to_string(cd_size) + " bytes, more than the " +
-            std::to_string(kMaxCentralDirectoryBytes) + " a .fxpt file may have");
+            std::to_string(kMaxCentralDirectoryBytes) + " a model archive may have");
   if (cd_size / kCentralSize < n_total)
     corrupt("the central directory (" + std::to_string(cd_size) + " bytes) is too small for " + std::to_string(n_total) +
             " entries (truncated)");
@@ -325,8 +325,8 @@ Reader::Reader(std::shared_ptr<const Source> source) : source_(std::move(source)
     if (flags & ~(kFlagDescriptor | kFlagUtf8)) corrupt(where + " has unsupported flags " + hex(flags));
     if (method != 0)
       corrupt(where + " is " + (method == 8 ? std::string("compressed (deflate)") : "compressed (method " + std::to_string(method) + ")") +
-              "; .fxpt records are stored uncompressed, and compressed ones are refused, never inflated (save the "
-              "model again with fxcpp.aten.save, or store it with `zip -0 -D`)");
+              "; model archives (.fxpt, .pt2) store records uncompressed, and compressed ones are refused, never "
+              "inflated (save the model again with fxcpp.aten.save or torch.export.save, or store it with `zip -0 -D`)");
 
     Zip64Fields z = parse_extra(extra, extra_len, where);
     if (usize == k32 || csize == k32 || offset == k32 || disk_start == k16) {
@@ -352,7 +352,7 @@ Reader::Reader(std::shared_ptr<const Source> source) : source_(std::move(source)
     // Names: one top-level folder, no directories, no repeats.
     size_t slash = name.find('/');
     if (slash == std::string::npos || slash == 0)
-      corrupt(where + " is not under a top-level folder (every record of a .fxpt file is '<folder>/<record>')");
+      corrupt(where + " is not under a top-level folder (every record of a model archive is '<folder>/<record>')");
     if (prefix_.empty()) prefix_ = name.substr(0, slash + 1);
     if (name.compare(0, prefix_.size(), prefix_) != 0)
       corrupt(where + " is not under the archive's top-level folder " + printable(prefix_));

@@ -1,4 +1,4 @@
-// A strict reader of the zip container that .fxpt files use (private to the
+// A strict reader of the zip container that .fxpt and .pt2 files use (private to the
 // torch layer; Note [Strict zip container] in zip_reader.cpp).
 //
 //   zip::Reader r(std::make_shared<zip::MemorySource>(data, size));  // checks the whole structure

@@ -177,8 +177,8 @@ TEST(Load, CraftedFilesAreRefusedWithAReason) {
 }
 
 TEST(Load, NotArchivesAreRefused) {
-  EXPECT_NE(load_error("").find("not a readable .fxpt archive"), std::string::npos);
-  EXPECT_NE(load_error("PK\x03\x04 nonsense").find("not a readable .fxpt archive"), std::string::npos);
+  EXPECT_NE(load_error("").find("not a readable model archive"), std::string::npos);
+  EXPECT_NE(load_error("PK\x03\x04 nonsense").find("not a readable model archive"), std::string::npos);
   // A pickle (what torch.save and GraphModule pickles are) is not read at all.
   EXPECT_NE(load_error("\x80\x04\x95" "cos\nsystem\n(S'touch /tmp/pwned'\ntR.").find("not a readable"), std::string::npos);
   EXPECT_THROW(load("/nonexistent/file.fxpt"), FormatError);

@@ -307,8 +307,8 @@ TEST(Names, StringsThatWouldBecomePythonSourceAreRefused) {
        "placeholder target 'x=__import__(\\x27os\\x27).system(\\x27touch /tmp/fxcpp_pwned\\x27)' is not a Python identifier"},
       {"placeholder keyword", "\"target\":\"x\"", "\"target\":\"lambda\"", "placeholder target 'lambda' is not"},
       {"node name", "\"name\":\"relu_default\"", "\"name\":\"relu default\"", "node name 'relu default' is not"},
-      {"tensor name", "conv.weight", "conv.weight\\\")+exec(\\\"1", "is not a dotted path"},
-      {"tensor name with an empty part", "conv.weight", "conv..weight", "is not a dotted path"},
+      {"tensor name", "conv.weight", "conv.weight\\\")+exec(\\\"1", "is not a module path"},
+      {"tensor name with an empty part", "conv.weight", "conv..weight", "is not a module path"},
       {"class name", "\"class_name\":\"GraphModule\"", "\"class_name\":\"G(M)\"", "class_name 'G(M)' is not"},
       {"kwargs key", "\"kwargs\":{}", "\"kwargs\":{\"a b\":1}", "kwargs key 'a b' is not"},
       {"invalid UTF-8", "\"class_name\":\"GraphModule\"", "\"class_name\":\"G\xff\"", "malformed graph.json"},
@@ -321,7 +321,9 @@ TEST(Names, StringsThatWouldBecomePythonSourceAreRefused) {
     trusted.trusted = true;
     EXPECT_FALSE(load_error(edited_fixture(c.from, c.to), trusted).empty()) << c.what;
   }
-  // What fxcpp writes passes: numeric path parts, leading underscores, starred placeholders.
+  // What fxcpp writes passes: numeric path parts, leading underscores, starred placeholders,
+  // and module names with '-' (torchvision's regnets: "trunk_output.block1-0").
+  EXPECT_EQ(load_error(edited_fixture("conv.weight", "block1-0.weight")), "");
   EXPECT_EQ(load_error(edited_fixture("\"target\":\"x\"", "\"target\":\"*args\"")), "");
   EXPECT_EQ(load_error(edited_fixture("conv.weight", "layers.0._conv.weight")), "");
 }

@@ -199,6 +199,80 @@ def test_save_refuses_graphs_that_are_not_lowered(tmp_path):
         aten.save(gm, tmp_path / 'f.fxpt')
 
 
+def test_module_names_with_dashes_round_trip(tmp_path):
+    # torch module names may hold '-' (torchvision's regnets: "block1-0"); what
+    # fxcpp saves, it loads (Note [Names a file may use] in src/torch/names.h).
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.add_module('block1-0', torch.nn.Linear(3, 3))
+
+        def forward(self, x):
+            return getattr(self, 'block1-0')(x).relu()
+
+    m, x = M().eval(), torch.randn(2, 3)
+    gm = aten.lower(m, x)
+    aten.save(gm, tmp_path / 'm.fxpt')
+    for runtime in ('cpp', 'python'):
+        loaded = aten.load(tmp_path / 'm.fxpt', runtime=runtime)
+        torch.testing.assert_close(loaded(x), m(x))
+    assert 'getattr(self, "block1-0")' in aten.load(tmp_path / 'm.fxpt', runtime='python').code
+
+
+def test_save_refuses_names_the_loader_would_refuse(tmp_path):
+    gm = aten.lower(fxcpp.symbolic_trace(lambda x: torch.relu(x) + 1), torch.randn(2))
+    node = next(n for n in gm.graph.nodes if n.op == 'call_function')
+    node.name = 'relu default'
+    with pytest.raises(ValueError, match=r"cannot save node 'relu default': its name is not an ASCII Python identifier"):
+        aten.save(gm, tmp_path / 'm.fxpt')
+    assert not (tmp_path / 'm.fxpt').exists()
+
+
+def test_loading_under_a_fake_tensor_mode_makes_real_constants(tmp_path):
+    # torch.compile calls backends under a FakeTensorMode: the plan's constants (here the
+    # wrapped numbers 2.5 and 3 that aten.mul/div.Tensor take as Tensors) stay real tensors
+    # (Note [Plans are built from real tensors] in src/torch/compile.cpp).
+    fake_tensor = pytest.importorskip('torch._subclasses.fake_tensor')
+    g = fxcpp.Graph()
+    x = g.placeholder('x')
+    y = g.call_function(torch.ops.aten.mul.Tensor, (x, 2.5))
+    y = g.call_function(torch.ops.aten.div.Tensor, (3, y))
+    g.output(g.call_function(torch.ops.aten.relu.default, (y,)))
+    gm = fxcpp.GraphModule(torch.nn.Module(), g)
+    aten.save(gm, tmp_path / 'm.fxpt')
+    with fake_tensor.FakeTensorMode():
+        loaded = aten.load(tmp_path / 'm.fxpt', runtime='cpp')
+    for x in (torch.randn(3), torch.arange(4)):
+        torch.testing.assert_close(loaded(x), gm(x))
+
+
+@pytest.mark.skipif(not hasattr(torch.library, 'custom_op'), reason='torch.library.custom_op needs torch 2.4')
+def test_custom_operators_run_only_when_trusted(tmp_path):
+    # A torch.library operator with a Python kernel: refused from an untrusted file; trusted,
+    # it runs from the C++ runtime with the GIL released (the kernel takes the GIL), from threads.
+    @torch.library.custom_op('fxcpp_test::twice', mutates_args=())
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    g = fxcpp.Graph()
+    g.output(g.call_function(torch.ops.fxcpp_test.twice.default, (g.placeholder('x'),)))
+    aten.save(fxcpp.GraphModule(torch.nn.Module(), g), tmp_path / 'm.fxpt')
+    with pytest.raises(ValueError, match=r'calls fxcpp_test::twice, which a file from an untrusted source may '
+                                         r'not call \(it is not in the aten namespace\)'):
+        aten.load(tmp_path / 'm.fxpt', runtime='cpp')
+    loaded = aten.load(tmp_path / 'm.fxpt', runtime='cpp', trusted=True)
+    results = [None] * 4
+
+    def work(i):
+        results[i] = loaded(torch.full((3,), float(i)))
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert [r.tolist() for r in results] == [[2.0 * i] * 3 for i in range(4)]
+
+
 class _Payload:
     """Runs a command when unpickled: what an unrestricted loader would execute."""
 
@@ -226,7 +300,7 @@ def test_loading_never_runs_code_from_a_file(tmp_path):
     writer = torch._C.PyTorchFileWriter(str(crafted))
     writer.write_record('graph.json', text, len(text))
     writer.write_end_of_file()
-    for path, message in ((bare, 'not a readable .fxpt archive'), (zipped, "no record 'graph.json'"),
+    for path, message in ((bare, 'not a readable model archive'), (zipped, "no record 'graph.json'"),
                           (crafted, "'os.system' is not a runtime primitive")):
         for runtime in ('python', 'cpp'):
             with pytest.raises(ValueError, match=message):

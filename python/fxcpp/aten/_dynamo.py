@@ -54,11 +54,11 @@ def _load(aot_gm):
     from ._format import _to_bytes
     from ._lower import check_lowered
     gm = from_torch_fx(aot_gm)
-    _wrap_scalars(gm)
     check_lowered(gm)
     for node in gm.graph.nodes:
-        # Other namespaces' operators (torch.library custom ops) may have Python kernels, which
-        # must not run with the GIL released, and the runtime cannot tell: kept in PyTorch.
+        # Other namespaces' operators (torch.library custom ops) may have Python kernels: the
+        # runtime could call them (the kernel takes the GIL back), but the graph is meant to run
+        # without Python, and an untrusted file could not name them: kept in PyTorch.
         if node.op == 'call_function' and isinstance(node.target, torch._ops.OpOverload) \
                 and node.target.namespace != 'aten':
             raise ValueError(f'node `{node.name}` calls {node.target}, not an ATen operator')
@@ -74,48 +74,6 @@ def _load(aot_gm):
         data = _to_bytes(gm)
     # The graph comes from the caller's own model: trusted (docs/fxpt_format.md).
     return _C_torch.load(data, plan_memory=True, trusted=True)
-
-
-_SCALAR_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float32}
-
-
-def _wrap_scalars(gm) -> None:
-    """AOTAutograd passes Python numbers where a schema asks for a Tensor
-    (``aten.mul.Tensor(x, 2.0)``): eager PyTorch wraps them into tensors as the
-    call is made, the C++ runtime does not. Each becomes an ``aten.scalar_tensor``
-    node: a 0-dim tensor of the number's kind (float32, int64, bool), which type
-    promotion treats as it treats the number (a 0-dim tensor does not raise the
-    dtype of dimensioned tensors of its kind)."""
-    graph = gm.graph
-    any_changed = False
-    for node in list(graph.nodes):
-        if node.op != 'call_function' or not isinstance(node.target, torch._ops.OpOverload):
-            continue
-        schema = node.target._schema
-        args = list(node.args)
-        kwargs = dict(node.kwargs)
-        changed = False
-        for i, a in enumerate(schema.arguments):
-            if not isinstance(a.type, torch._C.TensorType):
-                continue
-            if i < len(args):
-                where, key = args, i
-            elif a.name in kwargs:
-                where, key = kwargs, a.name
-            else:
-                continue
-            v = where[key]
-            if type(v) in _SCALAR_DTYPES:
-                with graph.inserting_before(node):
-                    where[key] = graph.call_function(torch.ops.aten.scalar_tensor.default, (v,),
-                                                     {'dtype': _SCALAR_DTYPES[type(v)]})
-                changed = True
-        if changed:
-            node.args = tuple(args)
-            node.kwargs = kwargs
-            any_changed = True
-    if any_changed:
-        gm.recompile()
 
 
 def _inference_compiler(aot_gm, example_inputs):

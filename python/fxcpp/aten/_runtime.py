@@ -91,7 +91,7 @@ def load(path, runtime: str = 'python', plan_memory: bool = True, trusted: bool 
     malformed or newer file raises ValueError saying what is wrong; a file
     that cannot be read raises OSError. ``plan_memory=False`` makes the C++
     runtime allocate every result as eager PyTorch does (Note [Memory
-    planning] in src/torch/plan.cpp). ``trusted=True`` lifts the restrictions
+    planning] in src/torch/plan.h). ``trusted=True`` lifts the restrictions
     on what a file may ask the runtime to do: only for files you made
     yourself (docs/fxpt_format.md).
     """
