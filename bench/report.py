@@ -34,6 +34,8 @@ SUITE_TITLES = OrderedDict([
                 "(bench/bench_runtime.py)"),
     ("toolbox", "torch.fx toolbox: split_module, const_fold, fuse, partitioner (bench/bench_toolbox.py)"),
     ("explorer", "Graph explorer: the core's layout vs Graphviz dot, the page in Chromium (bench/bench_explorer.py)"),
+    ("export", "torch.export archives in fxcpp's runtime against eager, AOTInductor and torch.compile "
+               "(bench/bench_export.py; value, reference)"),
 ])
 
 # The issue's targets. kind: "speedup" (torch.fx / fxcpp >= bound),
@@ -82,6 +84,20 @@ TARGETS = [
      ["chain/fxcpp_cpp", "chain/fxcpp_py"], None, "fastest",
      ["chain/torchscript_cpp", "chain/torchscript_py", "chain/static_runtime_py", "chain/torchfx_gm_py",
       "chain/eager_py"]),
+    # Issue 25: programs exported with torch.export (value column: the variant; reference: named per target).
+    ("torch.export archives in fxcpp's runtime within 5% of eager (resnet50, GPT-2-style, batch 1)", "export",
+     ["resnet50/fxcpp_py", "resnet50/fxcpp_cpp", "gpt2/fxcpp_py", "gpt2/fxcpp_cpp"], None, "ratio", 1.05),
+    ("File to first result >= 20x sooner than AOTInductor's compile + load + first forward", "export",
+     ["chain_first/fxcpp_py", "resnet50_first/fxcpp_py", "gpt2_first/fxcpp_py"], None, "speedup", 20.0),
+    ("torch.compile(backend='fxcpp') compiles within 1.5x of aot_eager's time", "export",
+     ["chain_compile/fxcpp_compile", "resnet50_compile/fxcpp_compile", "gpt2_compile/fxcpp_compile"], None,
+     "ratio", 1.5),
+    ("torch.compile(backend='fxcpp') compiles >= 5x faster than Inductor", "export",
+     ["chain_compile_vs_inductor/fxcpp_compile", "resnet50_compile_vs_inductor/fxcpp_compile",
+      "gpt2_compile_vs_inductor/fxcpp_compile"], None, "speedup", 5.0),
+    ("torch.compile(backend='fxcpp') runs at least as fast as aot_eager", "export",
+     ["chain_vs_aot_eager/fxcpp_compile", "resnet50_vs_aot_eager/fxcpp_compile", "gpt2_vs_aot_eager/fxcpp_compile"],
+     None, "ratio", 1.0),
 ]
 
 
@@ -281,6 +297,15 @@ def _suite_table(rows, suite):
         return "\n".join([head] + body)
     if suite == "runtime":
         return runtime_tables(rs)
+    if suite == "export":
+        head = "| case | value | reference | value / reference | unit |\n|---|---:|---:|---:|---|"
+
+        def num(v):
+            return "–" if v is None else f"{v:.4g}"
+        body = [f"| {r['case']} | {num(r['fxcpp'])} | {num(r['torchfx'])} | "
+                f"{num(r['fxcpp'] / r['torchfx']) if r['fxcpp'] and r['torchfx'] else '–'} | {r['unit']} |"
+                for r in rs]
+        return "\n".join([head] + body)
     if suite == "explorer":
         head = "| case | nodes | fxcpp | Graphviz dot | unit |\n|---|---:|---:|---:|---|"
 

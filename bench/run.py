@@ -19,6 +19,9 @@ Suites (each a separate process, so one crash cannot take the others down):
              torch::jit::tracer on torch::nn modules). Its lines carry
              <variant value>,<reference value> in the fxcpp,torchfx fields
   toolbox    bench/bench_toolbox.py     split_module, const_fold, fuse and the partitioner (issue 13)
+  export     bench/bench_export.py      torch.export archives in fxcpp's runtime against eager,
+             AOTInductor and torch.compile (Inductor, aot_eager, backend="fxcpp") (issue 25;
+             torch 2.x only; compiles models with Inductor, so it is the longest suite)
 
 Python suites print lines
 
@@ -60,16 +63,16 @@ CORE_BENCH = os.path.join(os.environ.get("FXCPP_BUILD_DIR") or os.path.join(REPO
 CORE_REPETITIONS = 5
 PY_SUITES = [("graph_api", "bench_graph_api.py"), ("trace", "bench_trace.py"), ("transform", "bench_transform.py"),
              ("runtime", "bench_runtime.py"), ("toolbox", "bench_toolbox.py"),
-             ("explorer", "bench_explorer.py")]
+             ("explorer", "bench_explorer.py"), ("export", "bench_export.py")]
 CSV_FIELDS = ["suite", "case", "size", "unit", "fxcpp", "torchfx", "speedup", "torch"]
 
 # Per-suite wall-clock limits (seconds): quick mode takes about 3 minutes in all on 2 cores with
 # torch 1.13, more with torch 2.14 (its torch.fx is slower in graph_api's GraphModule cases and its
 # partitioner's proposal on the 1e4 chain takes about a minute).
 TIMEOUTS = {"quick": {"core_cpp": 60, "graph_api": 120, "trace": 90, "transform": 45, "runtime": 90,
-                       "toolbox": 240, "explorer": 120},
+                       "toolbox": 240, "explorer": 120, "export": 600},
             "full": {"core_cpp": 400, "graph_api": 600, "trace": 180, "transform": 600, "runtime": 300,
-                      "toolbox": 900, "explorer": 600}}
+                      "toolbox": 900, "explorer": 600, "export": 2400}}
 
 # Google Benchmark name -> graph_api case of the same operation (for side-by-side rows).
 CPP_CASES = {"Build": "build", "GraphCopy": "graph_copy", "Dce": "dce", "ReplaceAllUsesWith": "rauw",

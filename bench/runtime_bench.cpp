@@ -6,6 +6,9 @@
 //                       [--expect out.bin --expect-shape 1,1000] [--iters 2] [--reps 2]
 //   fxcpp_runtime_bench load  --fxpt F --ts T [--reps 3]
 //
+// F may be a .fxpt file or a torch.export.save archive (.pt2; told apart by
+// content). Without --ts, chain and model skip the TorchScript variant.
+//
 // Inputs and the expected output are raw little-endian float32 files written
 // by the driver (numpy's tofile), so every variant here and in Python runs on
 // the same values. Prints machine-readable lines, nothing else on stdout:
@@ -201,8 +204,9 @@ int run_chain(const Args& a) {
   at::Tensor expect = read_expect(a, a.get("shape"));
 
   auto fx = fxcpp::torch::load(a.get("fxpt"), own_file());
-  torch::jit::Module ts = torch::jit::load(a.get("ts"));
-  ts.eval();
+  const bool with_ts = !a.get("ts").empty();
+  torch::jit::Module ts = with_ts ? torch::jit::load(a.get("ts")) : torch::jit::Module();
+  if (with_ts) ts.eval();
 
   c10::InferenceMode guard;
   std::vector<c10::IValue> args{x, y};
@@ -218,6 +222,7 @@ int run_chain(const Args& a) {
   check("at_out", chain_out(x, y, ops, ba, bb), expect);
   result("at_out", best_of(reps, iters, [&] { sink(chain_out(x, y, ops, ba, bb)); }) * per_op, "us/op");
 
+  if (!with_ts) return 0;
   check("torchscript_cpp", ts.forward(args).toTensor(), expect);
   result("torchscript_cpp", best_of(reps, iters, [&] { sink(ts.forward(args).toTensor()); }) * per_op, "us/op");
   return 0;
@@ -229,14 +234,16 @@ int run_model(const Args& a) {
   at::Tensor expect = read_expect(a, "1,1000");
 
   auto fx = fxcpp::torch::load(a.get("fxpt"), own_file());
-  torch::jit::Module ts = torch::jit::load(a.get("ts"));
-  ts.eval();
+  const bool with_ts = !a.get("ts").empty();
+  torch::jit::Module ts = with_ts ? torch::jit::load(a.get("ts")) : torch::jit::Module();
+  if (with_ts) ts.eval();
 
   c10::InferenceMode guard;
   std::vector<c10::IValue> args(inputs.begin(), inputs.end());
 
   check("fxcpp_cpp", fx.forward(args).toTensor(), expect);
   result("fxcpp_cpp", best_of(reps, iters, [&] { sink(fx.forward(args).toTensor()); }) * 1e3, "ms");
+  if (!with_ts) return 0;
   check("torchscript_cpp", ts.forward(args).toTensor(), expect);
   result("torchscript_cpp", best_of(reps, iters, [&] { sink(ts.forward(args).toTensor()); }) * 1e3, "ms");
   return 0;
@@ -264,7 +271,8 @@ int run_load(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a = parse(argc, argv);
-  if (a.get("fxpt").empty() || a.get("ts").empty()) usage("--fxpt and --ts are required");
+  if (a.get("fxpt").empty()) usage("--fxpt is required");
+  if (a.cmd == "load" && a.get("ts").empty()) usage("load needs --ts");
   at::set_num_threads(1);
   try {
     if (a.cmd == "chain") return run_chain(a);
