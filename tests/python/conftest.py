@@ -33,3 +33,17 @@ NO_EXPLAIN = tuple(p for p in Phase if p.name != 'explain')
 settings.register_profile('fxcpp', phases=NO_EXPLAIN)
 settings.load_profile('fxcpp')
 
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The expected failures by reason, counted: on the 2.14 leg these are the torch.fx 2.14
+    differences still open (tests/python/torch2.py, issue 23), so the log lists them."""
+    reasons = {}
+    for rep in terminalreporter.stats.get('xfailed', []):
+        reason = getattr(rep, 'wasxfail', '') or '(no reason given)'
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if not reasons:
+        return
+    terminalreporter.section('expected failures by reason')
+    for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+        terminalreporter.write_line(f'{n:5d}  {reason}')
