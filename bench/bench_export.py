@@ -306,6 +306,7 @@ def bench(model_name, tmp, cfg):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--full", action="store_true", help="the default: every model, more repetitions")
     ap.add_argument("--only", default="", help="comma-separated models (chain, resnet50, gpt2, ...)")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--child", nargs=5, metavar=("MODEL", "VARIANT", "TMP", "REPS", "ITERS"))
