@@ -592,22 +592,20 @@ def cmd_explore(args) -> int:
             page = explorer.explore(_explore_target(args.target, args), name=args.target)
         except ValueError as e:
             raise CliError(str(e))
-    if fmt == "html":
-        text = page.html
-    else:
-        text = page.svg(expand=args.expand)
     if fmt == "png":
         if not args.output:
             raise CliError("--format png needs -o FILE.png", None, EXIT_USAGE)
         try:
-            from fxcpp.explorer._svg import to_png
-            to_png(text, args.output)
+            page.png(args.output, expand=args.expand)
         except ImportError:
-            raise CliError("--format png needs the cairosvg package, which is not installed",
-                           "pip install cairosvg, or write an SVG with --format svg (browsers and most viewers "
-                           "open it)")
+            raise CliError("--format png needs Pillow, which is not installed",
+                           "pip install pillow (Debian: apt-get install python3-pil), or write an SVG with "
+                           "--format svg")
+        except OSError as e:
+            raise CliError(f"cannot write {args.output}: {e.strerror or e}")
         print(f"fxcpp: wrote {args.output}", file=sys.stderr)
         return 0
+    text = page.html if fmt == "html" else page.svg(expand=args.expand)
     if args.output:
         _write(args.output, text)
         print(f"fxcpp: wrote {args.output}", file=sys.stderr)

@@ -208,6 +208,101 @@ def test_diff_matches_renamed_nodes_by_structure():
     assert page.summary["matched_by_structure"] == 3
 
 
+def _svg_size(svg):
+    m = re.match(r'<svg [^>]*width="(\d+)" height="(\d+)"', svg)
+    return int(m.group(1)), int(m.group(2))
+
+
+def _fill_share(im, box, fill):
+    """The share of a box's inside (its border and corners left out) painted
+    exactly `fill`; 0 unless `fill` is its most common colour (text covers the rest)."""
+    from collections import Counter
+    x0, y0 = int(box.x) + 3, int(box.y) + 3
+    x1, y1 = int(box.x + box.w) - 3, int(box.y + box.h) - 3
+    rgb = tuple(int(fill[k:k + 2], 16) for k in (1, 3, 5))
+    count = Counter(im.getpixel((x, y)) for x in range(x0, x1) for y in range(y0, y1))
+    top, n = count.most_common(1)[0]
+    return n / sum(count.values()) if top == rgb else 0.0
+
+
+def test_png_without_a_browser(tmp_path):
+    """Pillow paints the SVG's drawing: the same size, each box in its fill
+    (the diff's colours, module boxes like groups), no SVG renderer imported."""
+    from PIL import Image
+    from fxcpp.explorer import _svg
+    m = torchvision.models.resnet18().eval()
+    before = torch.fx.symbolic_trace(m)
+    page = explore_diff(before, _fold_bn(m))
+    svg = page.svg(expand=2)
+    path = page.png(str(tmp_path / "d.png"), expand=2)
+    assert "cairosvg" not in sys.modules
+    sc = _svg.scene(page.data, page.diff, expand=2)
+    with Image.open(path) as im:
+        assert im.format == "PNG" and im.mode == "RGB" and im.size == _svg_size(svg)
+        im = im.convert("RGB")
+        names = [n.name for n in page.data.nodes]
+        boxes = {(b.kind, b.ref): b for b in sc.items if isinstance(b, _svg.Box)}
+        expect = {
+            names.index("layer2_0_bn1"): _svg._DIFF[2][0],     # removed
+            names.index("layer2_0_conv1"): _svg._DIFF[3][0],   # changed
+            names.index("layer2_0_relu"): _svg.GROUP_FILL,     # an unchanged module
+            names.index("add"): _svg.NODE_FILL,                # a function
+            names.index("x"): _svg._FILL["placeholder"],
+        }
+        fills = set()
+        for i, fill in expect.items():
+            box = boxes.get(("module", i)) or boxes[("node", i)]
+            assert box.fill == fill
+            assert _fill_share(im, box, fill) > 0.3, names[i]
+            fills.add(fill)
+        assert len(fills) == len(expect)
+        folded = next(b for b in sc.items if isinstance(b, _svg.Box) and b.kind == "group")
+        assert _fill_share(im, folded, _svg.GROUP_FILL) > 0.3
+    # scale: twice the size, the same drawing.
+    page2 = explore(before)
+    with Image.open(page2.png(str(tmp_path / "r.png"), scale=2)) as im:
+        w, h = _svg_size(page2.svg())
+        assert abs(im.size[0] - 2 * w) <= 1 and abs(im.size[1] - 2 * h) <= 1
+
+
+def test_large_graph_png_fits(tmp_path, monkeypatch):
+    """A drawing larger than the PNG pixel budget is scaled down to fit, not refused."""
+    from PIL import Image
+    from fxcpp.explorer import _png
+    g = fxcpp.Graph()
+    v = g.placeholder("x")
+    for _ in range(400):
+        v = g.call_function(torch.relu, (v,))
+    g.output(v)
+    page = explore(g)
+    w, h = _svg_size(page.svg(expand=5))
+    monkeypatch.setattr(_png, "MAX_PIXELS", w * h // 4)
+    with Image.open(page.png(str(tmp_path / "big.png"), expand=5)) as im:
+        assert im.size[0] * im.size[1] <= w * h // 4 and im.size[0] >= w // 2 - 1
+
+
+def test_modules_read_like_the_model(resnet50):
+    """The first view of resnet50: its top-level modules in order, each a
+    box of the group kind (call_module nodes sized and drawn like folded groups)."""
+    from fxcpp.explorer import _model, _svg
+    page = explore(resnet50)
+    d = _data(page)
+    top = []
+    for r in d["groups"][0]["items"]:
+        if r < 0:
+            top.append(d["groups"][-r - 1]["path"])
+            assert d["groups"][-r - 1]["h"] == _model.GROUP_H
+        elif d["nodes"]["op"][r] == "call_module":
+            top.append(d["nodes"]["target"][r])
+            assert d["nodes"]["h"][r] == _model.GROUP_H
+    assert top == ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4", "avgpool", "fc"]
+    sc = _svg.scene(page.data)
+    kinds = {b.kind for b in sc.items if isinstance(b, _svg.Box) and (b.kind == "group" or b.kind == "module")}
+    assert kinds == {"group", "module"}
+    mod = [b for b in sc.items if isinstance(b, _svg.Box) and b.kind in ("group", "module")]
+    assert {(b.fill, b.stroke, b.rx, b.h) for b in mod} == {(_svg.GROUP_FILL, _svg.GROUP_STROKE, 6.0, _model.GROUP_H)}
+
+
 def _cli(*args, cwd):
     env = dict(os.environ)
     return subprocess.run([sys.executable, "-m", "fxcpp", *args], capture_output=True, text=True, cwd=cwd, env=env,
@@ -224,12 +319,12 @@ def test_cli_html_svg_png_and_diff(tmp_path):
     assert r.returncode == 0, r.stderr
     svg = (tmp_path / "g.svg").read_text()
     assert svg.startswith("<svg") and "layer1_0_conv1" not in svg and "\u25be layer1" in svg
-    r = _cli("show", "torchvision.models:resnet18", "--format", "png", "-o", str(tmp_path / "g.png"), cwd=tmp_path)
-    try:
-        import cairosvg  # noqa: F401
-        assert r.returncode == 0 and (tmp_path / "g.png").read_bytes()[:4] == b"\x89PNG"
-    except ImportError:
-        assert r.returncode == 1 and "cairosvg" in r.stderr
+    r = _cli("show", "torchvision.models:resnet18", "--format", "png", "--expand", "1", "-o", str(tmp_path / "g.png"),
+             cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    from PIL import Image
+    with Image.open(tmp_path / "g.png") as im:
+        assert im.format == "PNG" and im.size == _svg_size(svg)
     r = _cli("show", "--diff", "torchvision.models:resnet18", "-o", str(tmp_path / "d.html"), cwd=tmp_path)
     assert r.returncode == 2 and "two graphs" in r.stderr
     (tmp_path / "pair.py").write_text(

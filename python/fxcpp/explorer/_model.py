@@ -505,7 +505,10 @@ class GraphData:
         size: Dict[int, Tuple[float, float]] = {}
         for i in range(n):
             a, b = labels[i]
-            size[i] = (max(48.0, CHAR_W * max(len(a), len(b)) + 16), float(NODE_H))
+            if self.nodes[i].op == "call_module":  # drawn as a module box, like a folded group
+                size[i] = (max(64.0, CHAR_W * max(len(a), len(b)) + 20), float(GROUP_H))
+            else:
+                size[i] = (max(48.0, CHAR_W * max(len(a), len(b)) + 16), float(NODE_H))
         for grp in groups:
             sub = grp.type or ("" if grp.synthetic else "")
             text2 = f"{sub} \u00b7 {self.count[grp.gid]} nodes" if sub else f"{self.count[grp.gid]} nodes"

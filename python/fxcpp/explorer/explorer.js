@@ -148,9 +148,13 @@
     var st = status(i);
     var gr = el('g', {'class': 'node op-' + N.op[i] + (st ? ' ' + STATUS[st] : '') + (i === selected ? ' selected' : ''),
                       'data-node': i, transform: 'translate(' + r[0].toFixed(1) + ',' + r[1].toFixed(1) + ')'}, parent);
-    el('rect', {width: r[2], height: r[3], rx: 4}, gr);
-    var t1 = el('text', {x: 8, y: 14, 'class': 'name'}, gr); t1.textContent = N.label[i];
-    var t2 = el('text', {x: 8, y: 28, 'class': 'sub'}, gr); t2.textContent = N.sub[i];
+    // A call_module node is a module: drawn as the same kind of box as a
+    // folded group (its name, its module's type), so a model's top level
+    // reads like the model (conv1, bn1, ..., layer1, ..., avgpool, fc).
+    var m = N.op[i] === 'call_module';
+    el('rect', {width: r[2], height: r[3], rx: m ? 6 : 4}, gr);
+    var t1 = el('text', {x: m ? 10 : 8, y: m ? 16 : 14, 'class': 'name'}, gr); t1.textContent = N.label[i];
+    var t2 = el('text', {x: m ? 10 : 8, y: m ? 31 : 28, 'class': 'sub'}, gr); t2.textContent = N.sub[i];
     var tt = el('title', {}, gr); tt.textContent = N.name[i] + '\n' + N.op[i] + ' ' + N.target[i] + (N.shape[i] ? '\n' + N.shape[i] + ' ' + N.dtype[i] : '');
     nodeEl[i] = gr;
   }
@@ -349,10 +353,18 @@
     var shown = 0;
     while (stack.length && shown < 3000) {
       var top = stack.pop(), g = top[0], parent = top[1];
-      var kids = G[g].items.filter(function (r) { return r < 0; });
+      // Groups and modules (call_module nodes, once per module), in the
+      // order the graph reaches them: the module tree as the model prints it.
+      var kids = [], seen = {};
+      G[g].items.forEach(function (r) {
+        if (r < 0) kids.push(r);
+        else if (N.op[r] === 'call_module' && !seen['m' + N.target[r]]) { seen['m' + N.target[r]] = 1; kids.push(r); }
+      });
       for (var k = kids.length - 1; k >= 0; k--) {
-        var c = -kids[k] - 1, li = document.createElement('li');
+        var li = document.createElement('li');
         parent.insertBefore(li, parent.firstChild);
+        if (kids[k] >= 0) { outlineModule(kids[k], li); shown++; continue; }
+        var c = -kids[k] - 1;
         var a = hel('a', 'outline-group' + (changesIn(c) ? ' haschanges' : ''), G[c].label + (changesIn(c) ? ' \u0394' + changesIn(c) : ''), li);
         a.href = '#';
         a.setAttribute('data-outline', c);
@@ -372,6 +384,15 @@
         if (G[c].items.some(function (r) { return r < 0; })) stack.push([c, hel('ul', null, undefined, li)]);
       }
     }
+  }
+
+  function outlineModule(i, li) {
+    var t = N.target[i], a = hel('a', 'outline-module' + (status(i) ? ' haschanges' : ''),
+                                 t.slice(t.lastIndexOf('.') + 1), li);
+    a.href = '#';
+    a.setAttribute('data-outline-node', i);
+    a.title = t + (N.sub[i] ? ' (' + N.sub[i] + ')' : '');
+    a.addEventListener('click', function (ev) { ev.preventDefault(); select(i, true); });
   }
 
   function syncOutline() {
