@@ -152,6 +152,45 @@ def test_cycle_and_erased_node():
     assert any("not in this graph" in s for s in d["nodes"]["args"][1] if isinstance(s, str))
 
 
+def test_too_large_graph_is_refused_clearly(monkeypatch):
+    """Past the explorer's node budget: a ValueError that says what to do, and the CLI's error line."""
+    import fxcpp.explorer as ex
+    from fxcpp import cli
+    g = fxcpp.Graph()
+    v = g.placeholder("x")
+    for _ in range(20):
+        v = g.call_function(torch.relu, (v,))
+    g.output(v)
+    monkeypatch.setattr(ex, "MAX_NODES", 10)
+    with pytest.raises(ValueError, match=r"22 nodes, more than the explorer draws \(10\).*split_module"):
+        explore(g)
+    with pytest.raises(ValueError, match="more than the explorer draws"):
+        explore_diff(g, g)
+    monkeypatch.setattr(cli, "_explore_target", lambda spec, args: g)
+    args = cli.build_parser().parse_args(["show", "m:f", "--format", "html", "-o", "x.html"])
+    with pytest.raises(cli.CliError, match="more than the explorer draws"):
+        cli.cmd_explore(args)
+
+
+@pytest.mark.skipif(not hasattr(torch, "export"), reason="torch.export needs torch 2.x")
+def test_pt2_file(tmp_path):
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+
+        def forward(self, x):
+            return self.block(x) * 2
+
+    path = str(tmp_path / "m.pt2")
+    torch.export.save(torch.export.export(M(), (torch.randn(2, 4),)), path)
+    page = explore(path)
+    d = _data(page)
+    assert d["name"] == "m.pt2"
+    assert "block" in _group_paths(d)
+    assert "[2, 4]" in d["nodes"]["shape"]
+
+
 def test_large_flat_graph_is_chunked():
     g = fxcpp.Graph()
     v = g.placeholder("x")
