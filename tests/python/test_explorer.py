@@ -424,3 +424,24 @@ def test_any_text_round_trips_as_data(name, value):
     assert d["name"] == (name or "graph")
     segs = d["nodes"]["kwargs"][1]
     assert "".join(s for s in segs if isinstance(s, str)) == "{k: " + repr(value) + "}"
+
+
+def test_bench_lowered_transformer_is_lowered():
+    """bench/bench_explorer.py's 10,000-node transformer stack is ATen-level:
+    the graph fxcpp.aten.lower gives for the stack (checked on 2 blocks), every
+    call an ATen overload or a shape primitive, grouped by block in the explorer."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+    try:
+        import bench_explorer as B
+    finally:
+        sys.path.pop(0)
+    assert B.stack_matches_lowering(2)
+    g = B.lowered_transformer(1000)
+    calls = [n for n in g.nodes if n.op == "call_function"]
+    assert not [n for n in g.nodes if n.op in ("call_module", "call_method")]
+    assert all(isinstance(n.target, torch._ops.OpOverload) or getattr(n.target, "__module__", "") in
+               ("_operator", "operator", "builtins") for n in calls)
+    assert sum(isinstance(n.target, torch._ops.OpOverload) for n in calls) > len(calls) // 2
+    d = _data(explore(g))
+    paths = [p for grp in d["groups"] for p in [grp["path"]] if p.count(".") == 0 and p]
+    assert {"0", "1"} <= set(paths)
