@@ -445,3 +445,17 @@ def test_bench_lowered_transformer_is_lowered():
     d = _data(explore(g))
     paths = [p for grp in d["groups"] for p in [grp["path"]] if p.count(".") == 0 and p]
     assert {"0", "1"} <= set(paths)
+
+
+def test_readme_shows_the_screenshots():
+    """The README shows the browser tests' screenshots of each state (top level,
+    layer3, search, diff), and each is a PNG in docs/explorer."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    shots = re.findall(r"!\[[^\]]*\]\((docs/explorer/[^)]+\.png)\)", readme)
+    assert {os.path.basename(s) for s in shots} >= {"resnet50_top.png", "resnet50_layer3.png",
+                                                    "resnet50_search.png", "resnet18_diff.png"}
+    for s in shots:
+        with open(os.path.join(root, s), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n", s
