@@ -724,7 +724,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", "-f", choices=["code", "graph", "table", "dot", "html", "svg", "png"], default="code",
                    help="code: generated Python (default); graph: the IR as text; table: one row per node; "
                         "dot: Graphviz DOT (from the C++ core); html: the interactive explorer page (folded by "
-                        "module; self-contained); svg/png: its drawing as a picture (png needs cairosvg)")
+                        "module; self-contained); svg/png: its drawing as a picture (png painted with Pillow)")
     s.add_argument("--diff", action="store_true",
                    help="compare two graphs: fxcpp show --diff BEFORE AFTER -o diff.html (added, removed and "
                         "changed nodes marked; also .fxpt/.pt2 files)")

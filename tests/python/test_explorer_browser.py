@@ -81,10 +81,12 @@ def test_resnet50_top_level_expand_search(browser, resnet50, tmp_path):
     # single-module ones (conv1, avgpool, fc, ...) boxes of the same kind as layer1..layer4.
     top = b.execute_script("""
         var out = [];
-        document.querySelectorAll('#viewport > .level > .boxes > .group, #viewport > .level > .boxes > .node.op-call_module')
+        document.querySelectorAll('#viewport > .level > .boxes > .group, ' +
+                                  '#viewport > .level > .boxes > .node.op-call_module')
           .forEach(function (e) {
             var r = e.querySelector('rect'), cs = getComputedStyle(r);
-            out.push([e.getBoundingClientRect().top, e.querySelector('text.name').textContent.replace(/^[\u25b8\u25be] /, ''),
+            out.push([e.getBoundingClientRect().top,
+                      e.querySelector('text.name').textContent.replace(/^[\u25b8\u25be] /, ''),
                       cs.fill, cs.stroke, r.getAttribute('height'), r.getAttribute('rx')]);
           });
         return out.sort(function (a, b) { return a[0] - b[0]; });""")

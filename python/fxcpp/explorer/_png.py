@@ -139,7 +139,7 @@ def paint(sc: Scene, scale: float = 1.0):
             for t in it.texts:
                 text(t)
     if ss != 1:
-        img = img.resize((W, H), Image.LANCZOS)
+        img = img.resize((W, H), getattr(Image, "Resampling", Image).LANCZOS)
     return img
 
 

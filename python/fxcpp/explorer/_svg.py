@@ -232,7 +232,8 @@ def to_svg(data, name: str, diff: Optional[Dict[str, Any]] = None, expand: int =
                         f'fill="{it.fill}" stroke="{it.stroke}" stroke-width="{it.stroke_width:g}"{_dash(it.dash)}/>')
             body.extend(_text(t) for t in it.texts)
     W, H = sc.width, sc.height
-    style = "".join(f".{k}{{font:{'600 ' if b else ''}{px}px monospace;fill:{col}}}" for k, (b, px, col) in TEXT.items())
+    style = "".join(f".{k}{{font:{'600 ' if b else ''}{px}px monospace;fill:{col}}}"
+                    for k, (b, px, col) in TEXT.items())
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W:.0f}" height="{H:.0f}" viewBox="0 0 {W:.0f} {H:.0f}">'
             f'<title>{escape(name)}</title><style>{style}</style>'
             '<defs><marker id="a" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
