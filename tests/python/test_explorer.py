@@ -108,6 +108,13 @@ def test_exported_program():
     d = _data(explore(ep))
     assert "block" in _group_paths(d)
     assert any(s == "[3, 2]" for s in d["nodes"]["shape"])
+    # The relu, block.1's only op, stands for its module: a module box and an outline entry.
+    block = next(i for i, g in enumerate(d["groups"]) if g["path"] == "block")
+    outline = d["groups"][block]["outline"]
+    assert [d["groups"][-r - 1]["path"] if r < 0 else d["nodes"]["module"][r] for r in outline] == \
+        ["block.0", "block.1", "block.2"]
+    relu = outline[1]
+    assert relu >= 0 and d["nodes"]["label"][relu] == "1" and d["nodes"]["h"][relu] == d["groups"][block]["h"]
 
 
 def test_hostile_names_are_data():
@@ -335,6 +342,12 @@ def test_modules_read_like_the_model(resnet50):
             top.append(d["nodes"]["target"][r])
             assert d["nodes"]["h"][r] == _model.GROUP_H
     assert top == ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4", "avgpool", "fc"]
+    # The outline: the same, then each block's modules once each (relu is called three times).
+    outline = d["groups"][0]["outline"]
+    assert [d["groups"][-r - 1]["path"] if r < 0 else d["nodes"]["module"][r] for r in outline] == top
+    block = next(g for g in d["groups"] if g["path"] == "layer1.0")
+    assert [d["groups"][-r - 1]["path"] if r < 0 else d["nodes"]["module"][r] for r in block["outline"]] == \
+        [f"layer1.0.{m}" for m in ("conv1", "bn1", "relu", "conv2", "bn2", "conv3", "bn3", "downsample")]
     sc = _svg.scene(page.data)
     kinds = {b.kind for b in sc.items if isinstance(b, _svg.Box) and (b.kind == "group" or b.kind == "module")}
     assert kinds == {"group", "module"}

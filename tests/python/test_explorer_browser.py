@@ -82,7 +82,7 @@ def test_resnet50_top_level_expand_search(browser, resnet50, tmp_path):
     top = b.execute_script("""
         var out = [];
         document.querySelectorAll('#viewport > .level > .boxes > .group, ' +
-                                  '#viewport > .level > .boxes > .node.op-call_module')
+                                  '#viewport > .level > .boxes > .node.module')
           .forEach(function (e) {
             var r = e.querySelector('rect'), cs = getComputedStyle(r);
             out.push([e.getBoundingClientRect().top,

@@ -164,7 +164,7 @@ def scene(data, diff: Optional[Dict[str, Any]] = None, expand: int = 0) -> Scene
             y += oy
             if ref >= 0:
                 op = data.nodes[ref].op
-                module = op == "call_module"
+                module = bool(data.module_path(ref))
                 fill, stroke, sw, dash = (GROUP_FILL, GROUP_STROKE, 1.0, None) if module else \
                     (_FILL.get(op, NODE_FILL), NODE_STROKE, 1.0, None)
                 st = status[ref] if status else 0

@@ -146,12 +146,13 @@
 
   function drawNode(i, r, parent) {
     var st = status(i);
-    var gr = el('g', {'class': 'node op-' + N.op[i] + (st ? ' ' + STATUS[st] : '') + (i === selected ? ' selected' : ''),
+    var gr = el('g', {'class': 'node op-' + N.op[i] + (N.module[i] ? ' module' : '') + (st ? ' ' + STATUS[st] : '') +
+                               (i === selected ? ' selected' : ''),
                       'data-node': i, transform: 'translate(' + r[0].toFixed(1) + ',' + r[1].toFixed(1) + ')'}, parent);
-    // A call_module node is a module: drawn as the same kind of box as a
-    // folded group (its name, its module's type), so a model's top level
-    // reads like the model (conv1, bn1, ..., layer1, ..., avgpool, fc).
-    var m = N.op[i] === 'call_module';
+    // A node that is a module (a call_module node, or an exported module's
+    // only op) is drawn as the same kind of box as a folded group, so a
+    // model's top level reads like the model (conv1, ..., layer1, ..., fc).
+    var m = !!N.module[i];
     el('rect', {width: r[2], height: r[3], rx: m ? 6 : 4}, gr);
     var t1 = el('text', {x: m ? 10 : 8, y: m ? 16 : 14, 'class': 'name'}, gr); t1.textContent = N.label[i];
     var t2 = el('text', {x: m ? 10 : 8, y: m ? 31 : 28, 'class': 'sub'}, gr); t2.textContent = N.sub[i];
@@ -353,13 +354,9 @@
     var shown = 0;
     while (stack.length && shown < 3000) {
       var top = stack.pop(), g = top[0], parent = top[1];
-      // Groups and modules (call_module nodes, once per module), in the
-      // order the graph reaches them: the module tree as the model prints it.
-      var kids = [], seen = {};
-      G[g].items.forEach(function (r) {
-        if (r < 0) kids.push(r);
-        else if (N.op[r] === 'call_module' && !seen['m' + N.target[r]]) { seen['m' + N.target[r]] = 1; kids.push(r); }
-      });
+      // Groups and module nodes (once per module), in the order of their
+      // first op (_model.py _outline()): the module tree as the model prints it.
+      var kids = G[g].outline;
       for (var k = kids.length - 1; k >= 0; k--) {
         var li = document.createElement('li');
         parent.insertBefore(li, parent.firstChild);
@@ -381,13 +378,13 @@
         })(c);
         outlineItems[c] = a;
         shown++;
-        if (G[c].items.some(function (r) { return r < 0; })) stack.push([c, hel('ul', null, undefined, li)]);
+        if (G[c].outline.length) stack.push([c, hel('ul', null, undefined, li)]);
       }
     }
   }
 
   function outlineModule(i, li) {
-    var t = N.target[i], a = hel('a', 'outline-module' + (status(i) ? ' haschanges' : ''),
+    var t = N.module[i], a = hel('a', 'outline-module' + (status(i) ? ' haschanges' : ''),
                                  t.slice(t.lastIndexOf('.') + 1), li);
     a.href = '#';
     a.setAttribute('data-outline-node', i);
