@@ -283,6 +283,11 @@ def test_png_without_a_browser(tmp_path):
     path = page.png(str(tmp_path / "d.png"), expand=2)
     assert "cairosvg" not in sys.modules
     sc = _svg.scene(page.data, page.diff, expand=2)
+    import xml.etree.ElementTree as ET
+    root = ET.fromstring(svg)  # well-formed, one <rect> per box of the scene plus the background
+    rects = root.findall("{http://www.w3.org/2000/svg}rect")
+    assert len(rects) == 1 + sum(isinstance(b, _svg.Box) for b in sc.items)
+    assert {r.get("fill") for r in rects} >= {_svg._DIFF[2][0], _svg._DIFF[3][0], _svg.GROUP_FILL}
     with Image.open(path) as im:
         assert im.format == "PNG" and im.mode == "RGB" and im.size == _svg_size(svg)
         im = im.convert("RGB")
