@@ -592,22 +592,20 @@ def cmd_explore(args) -> int:
             page = explorer.explore(_explore_target(args.target, args), name=args.target)
         except ValueError as e:
             raise CliError(str(e))
-    if fmt == "html":
-        text = page.html
-    else:
-        text = page.svg(expand=args.expand)
     if fmt == "png":
         if not args.output:
             raise CliError("--format png needs -o FILE.png", None, EXIT_USAGE)
         try:
-            from fxcpp.explorer._svg import to_png
-            to_png(text, args.output)
+            page.png(args.output, expand=args.expand)
         except ImportError:
-            raise CliError("--format png needs the cairosvg package, which is not installed",
-                           "pip install cairosvg, or write an SVG with --format svg (browsers and most viewers "
-                           "open it)")
+            raise CliError("--format png needs Pillow, which is not installed",
+                           "pip install pillow (Debian: apt-get install python3-pil), or write an SVG with "
+                           "--format svg")
+        except OSError as e:
+            raise CliError(f"cannot write {args.output}: {e.strerror or e}")
         print(f"fxcpp: wrote {args.output}", file=sys.stderr)
         return 0
+    text = page.html if fmt == "html" else page.svg(expand=args.expand)
     if args.output:
         _write(args.output, text)
         print(f"fxcpp: wrote {args.output}", file=sys.stderr)
@@ -726,7 +724,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", "-f", choices=["code", "graph", "table", "dot", "html", "svg", "png"], default="code",
                    help="code: generated Python (default); graph: the IR as text; table: one row per node; "
                         "dot: Graphviz DOT (from the C++ core); html: the interactive explorer page (folded by "
-                        "module; self-contained); svg/png: its drawing as a picture (png needs cairosvg)")
+                        "module; self-contained); svg/png: its drawing as a picture (png painted with Pillow)")
     s.add_argument("--diff", action="store_true",
                    help="compare two graphs: fxcpp show --diff BEFORE AFTER -o diff.html (added, removed and "
                         "changed nodes marked; also .fxpt/.pt2 files)")

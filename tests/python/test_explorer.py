@@ -108,6 +108,13 @@ def test_exported_program():
     d = _data(explore(ep))
     assert "block" in _group_paths(d)
     assert any(s == "[3, 2]" for s in d["nodes"]["shape"])
+    # The relu, block.1's only op, stands for its module: a module box and an outline entry.
+    block = next(i for i, g in enumerate(d["groups"]) if g["path"] == "block")
+    outline = d["groups"][block]["outline"]
+    assert [d["groups"][-r - 1]["path"] if r < 0 else d["nodes"]["module"][r] for r in outline] == \
+        ["block.0", "block.1", "block.2"]
+    relu = outline[1]
+    assert relu >= 0 and d["nodes"]["label"][relu] == "1" and d["nodes"]["h"][relu] == d["groups"][block]["h"]
 
 
 def test_hostile_names_are_data():
@@ -150,6 +157,45 @@ def test_cycle_and_erased_node():
     d = _data(explore(tg))
     assert "relu" not in d["nodes"]["name"]
     assert any("not in this graph" in s for s in d["nodes"]["args"][1] if isinstance(s, str))
+
+
+def test_too_large_graph_is_refused_clearly(monkeypatch):
+    """Past the explorer's node budget: a ValueError that says what to do, and the CLI's error line."""
+    import fxcpp.explorer as ex
+    from fxcpp import cli
+    g = fxcpp.Graph()
+    v = g.placeholder("x")
+    for _ in range(20):
+        v = g.call_function(torch.relu, (v,))
+    g.output(v)
+    monkeypatch.setattr(ex, "MAX_NODES", 10)
+    with pytest.raises(ValueError, match=r"22 nodes, more than the explorer draws \(10\).*split_module"):
+        explore(g)
+    with pytest.raises(ValueError, match="more than the explorer draws"):
+        explore_diff(g, g)
+    monkeypatch.setattr(cli, "_explore_target", lambda spec, args: g)
+    args = cli.build_parser().parse_args(["show", "m:f", "--format", "html", "-o", "x.html"])
+    with pytest.raises(cli.CliError, match="more than the explorer draws"):
+        cli.cmd_explore(args)
+
+
+@pytest.mark.skipif(not hasattr(torch, "export"), reason="torch.export needs torch 2.x")
+def test_pt2_file(tmp_path):
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+
+        def forward(self, x):
+            return self.block(x) * 2
+
+    path = str(tmp_path / "m.pt2")
+    torch.export.save(torch.export.export(M(), (torch.randn(2, 4),)), path)
+    page = explore(path)
+    d = _data(page)
+    assert d["name"] == "m.pt2"
+    assert "block" in _group_paths(d)
+    assert "[2, 4]" in d["nodes"]["shape"]
 
 
 def test_large_flat_graph_is_chunked():
@@ -208,6 +254,112 @@ def test_diff_matches_renamed_nodes_by_structure():
     assert page.summary["matched_by_structure"] == 3
 
 
+def _svg_size(svg):
+    m = re.match(r'<svg [^>]*width="(\d+)" height="(\d+)"', svg)
+    return int(m.group(1)), int(m.group(2))
+
+
+def _fill_share(im, box, fill):
+    """The share of a box's inside (its border and corners left out) painted
+    exactly `fill`; 0 unless `fill` is its most common colour (text covers the rest)."""
+    from collections import Counter
+    x0, y0 = int(box.x) + 3, int(box.y) + 3
+    x1, y1 = int(box.x + box.w) - 3, int(box.y + box.h) - 3
+    rgb = tuple(int(fill[k:k + 2], 16) for k in (1, 3, 5))
+    count = Counter(im.getpixel((x, y)) for x in range(x0, x1) for y in range(y0, y1))
+    top, n = count.most_common(1)[0]
+    return n / sum(count.values()) if top == rgb else 0.0
+
+
+def test_png_without_a_browser(tmp_path):
+    """Pillow paints the SVG's drawing: the same size, each box in its fill
+    (the diff's colours, module boxes like groups), no SVG renderer imported."""
+    from PIL import Image
+    from fxcpp.explorer import _svg
+    m = torchvision.models.resnet18().eval()
+    before = torch.fx.symbolic_trace(m)
+    page = explore_diff(before, _fold_bn(m))
+    svg = page.svg(expand=2)
+    path = page.png(str(tmp_path / "d.png"), expand=2)
+    assert "cairosvg" not in sys.modules
+    sc = _svg.scene(page.data, page.diff, expand=2)
+    import xml.etree.ElementTree as ET
+    root = ET.fromstring(svg)  # well-formed, one <rect> per box of the scene plus the background
+    rects = root.findall("{http://www.w3.org/2000/svg}rect")
+    assert len(rects) == 1 + sum(isinstance(b, _svg.Box) for b in sc.items)
+    assert {r.get("fill") for r in rects} >= {_svg._DIFF[2][0], _svg._DIFF[3][0], _svg.GROUP_FILL}
+    with Image.open(path) as im:
+        assert im.format == "PNG" and im.mode == "RGB" and im.size == _svg_size(svg)
+        im = im.convert("RGB")
+        names = [n.name for n in page.data.nodes]
+        boxes = {(b.kind, b.ref): b for b in sc.items if isinstance(b, _svg.Box)}
+        expect = {
+            names.index("layer2_0_bn1"): _svg._DIFF[2][0],     # removed
+            names.index("layer2_0_conv1"): _svg._DIFF[3][0],   # changed
+            names.index("layer2_0_relu"): _svg.GROUP_FILL,     # an unchanged module
+            names.index("add"): _svg.NODE_FILL,                # a function
+            names.index("x"): _svg._FILL["placeholder"],
+        }
+        fills = set()
+        for i, fill in expect.items():
+            box = boxes.get(("module", i)) or boxes[("node", i)]
+            assert box.fill == fill
+            assert _fill_share(im, box, fill) > 0.3, names[i]
+            fills.add(fill)
+        assert len(fills) == len(expect)
+        folded = next(b for b in sc.items if isinstance(b, _svg.Box) and b.kind == "group")
+        assert _fill_share(im, folded, _svg.GROUP_FILL) > 0.3
+    # scale: twice the size, the same drawing.
+    page2 = explore(before)
+    with Image.open(page2.png(str(tmp_path / "r.png"), scale=2)) as im:
+        w, h = _svg_size(page2.svg())
+        assert abs(im.size[0] - 2 * w) <= 1 and abs(im.size[1] - 2 * h) <= 1
+
+
+def test_large_graph_png_fits(tmp_path, monkeypatch):
+    """A drawing larger than the PNG pixel budget is scaled down to fit, not refused."""
+    from PIL import Image
+    from fxcpp.explorer import _png
+    g = fxcpp.Graph()
+    v = g.placeholder("x")
+    for _ in range(400):
+        v = g.call_function(torch.relu, (v,))
+    g.output(v)
+    page = explore(g)
+    w, h = _svg_size(page.svg(expand=5))
+    monkeypatch.setattr(_png, "MAX_PIXELS", w * h // 4)
+    with Image.open(page.png(str(tmp_path / "big.png"), expand=5)) as im:
+        assert im.size[0] * im.size[1] <= w * h // 4 and im.size[0] >= w // 2 - 1
+
+
+def test_modules_read_like_the_model(resnet50):
+    """The first view of resnet50: its top-level modules in order, each a
+    box of the group kind (call_module nodes sized and drawn like folded groups)."""
+    from fxcpp.explorer import _model, _svg
+    page = explore(resnet50)
+    d = _data(page)
+    top = []
+    for r in d["groups"][0]["items"]:
+        if r < 0:
+            top.append(d["groups"][-r - 1]["path"])
+            assert d["groups"][-r - 1]["h"] == _model.GROUP_H
+        elif d["nodes"]["op"][r] == "call_module":
+            top.append(d["nodes"]["target"][r])
+            assert d["nodes"]["h"][r] == _model.GROUP_H
+    assert top == ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4", "avgpool", "fc"]
+    # The outline: the same, then each block's modules once each (relu is called three times).
+    outline = d["groups"][0]["outline"]
+    assert [d["groups"][-r - 1]["path"] if r < 0 else d["nodes"]["module"][r] for r in outline] == top
+    block = next(g for g in d["groups"] if g["path"] == "layer1.0")
+    assert [d["groups"][-r - 1]["path"] if r < 0 else d["nodes"]["module"][r] for r in block["outline"]] == \
+        [f"layer1.0.{m}" for m in ("conv1", "bn1", "relu", "conv2", "bn2", "conv3", "bn3", "downsample")]
+    sc = _svg.scene(page.data)
+    kinds = {b.kind for b in sc.items if isinstance(b, _svg.Box) and (b.kind == "group" or b.kind == "module")}
+    assert kinds == {"group", "module"}
+    mod = [b for b in sc.items if isinstance(b, _svg.Box) and b.kind in ("group", "module")]
+    assert {(b.fill, b.stroke, b.rx, b.h) for b in mod} == {(_svg.GROUP_FILL, _svg.GROUP_STROKE, 6.0, _model.GROUP_H)}
+
+
 def _cli(*args, cwd):
     env = dict(os.environ)
     return subprocess.run([sys.executable, "-m", "fxcpp", *args], capture_output=True, text=True, cwd=cwd, env=env,
@@ -224,12 +376,12 @@ def test_cli_html_svg_png_and_diff(tmp_path):
     assert r.returncode == 0, r.stderr
     svg = (tmp_path / "g.svg").read_text()
     assert svg.startswith("<svg") and "layer1_0_conv1" not in svg and "\u25be layer1" in svg
-    r = _cli("show", "torchvision.models:resnet18", "--format", "png", "-o", str(tmp_path / "g.png"), cwd=tmp_path)
-    try:
-        import cairosvg  # noqa: F401
-        assert r.returncode == 0 and (tmp_path / "g.png").read_bytes()[:4] == b"\x89PNG"
-    except ImportError:
-        assert r.returncode == 1 and "cairosvg" in r.stderr
+    r = _cli("show", "torchvision.models:resnet18", "--format", "png", "--expand", "1", "-o", str(tmp_path / "g.png"),
+             cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    from PIL import Image
+    with Image.open(tmp_path / "g.png") as im:
+        assert im.format == "PNG" and im.size == _svg_size(svg)
     r = _cli("show", "--diff", "torchvision.models:resnet18", "-o", str(tmp_path / "d.html"), cwd=tmp_path)
     assert r.returncode == 2 and "two graphs" in r.stderr
     (tmp_path / "pair.py").write_text(
@@ -290,3 +442,38 @@ def test_any_text_round_trips_as_data(name, value):
     assert d["name"] == (name or "graph")
     segs = d["nodes"]["kwargs"][1]
     assert "".join(s for s in segs if isinstance(s, str)) == "{k: " + repr(value) + "}"
+
+
+def test_bench_lowered_transformer_is_lowered():
+    """bench/bench_explorer.py's 10,000-node transformer stack is ATen-level:
+    the graph fxcpp.aten.lower gives for the stack (checked on 2 blocks), every
+    call an ATen overload or a shape primitive, grouped by block in the explorer."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+    try:
+        import bench_explorer as B
+    finally:
+        sys.path.pop(0)
+    assert B.stack_matches_lowering(2)
+    g = B.lowered_transformer(1000)
+    calls = [n for n in g.nodes if n.op == "call_function"]
+    assert not [n for n in g.nodes if n.op in ("call_module", "call_method")]
+    assert all(isinstance(n.target, torch._ops.OpOverload) or getattr(n.target, "__module__", "") in
+               ("_operator", "operator", "builtins") for n in calls)
+    assert sum(isinstance(n.target, torch._ops.OpOverload) for n in calls) > len(calls) // 2
+    d = _data(explore(g))
+    paths = [p for grp in d["groups"] for p in [grp["path"]] if p.count(".") == 0 and p]
+    assert {"0", "1"} <= set(paths)
+
+
+def test_readme_shows_the_screenshots():
+    """The README shows the browser tests' screenshots of each state (top level,
+    layer3, search, diff), and each is a PNG in docs/explorer."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    shots = re.findall(r"!\[[^\]]*\]\((docs/explorer/[^)]+\.png)\)", readme)
+    assert {os.path.basename(s) for s in shots} >= {"resnet50_top.png", "resnet50_layer3.png",
+                                                    "resnet50_search.png", "resnet18_diff.png"}
+    for s in shots:
+        with open(os.path.join(root, s), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n", s

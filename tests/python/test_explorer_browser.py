@@ -77,6 +77,24 @@ def test_resnet50_top_level_expand_search(browser, resnet50, tmp_path):
     b = _open(browser, explore(resnet50), tmp_path, "resnet50")
     assert _group_labels(b) == ["layer1", "layer2", "layer3", "layer4"]
     assert b.find_element(By.ID, "banner").text == ""
+    # The first view reads like the model: its top-level modules in order, the
+    # single-module ones (conv1, avgpool, fc, ...) boxes of the same kind as layer1..layer4.
+    top = b.execute_script("""
+        var out = [];
+        document.querySelectorAll('#viewport > .level > .boxes > .group, ' +
+                                  '#viewport > .level > .boxes > .node.module')
+          .forEach(function (e) {
+            var r = e.querySelector('rect'), cs = getComputedStyle(r);
+            out.push([e.getBoundingClientRect().top,
+                      e.querySelector('text.name').textContent.replace(/^[\u25b8\u25be] /, ''),
+                      cs.fill, cs.stroke, r.getAttribute('height'), r.getAttribute('rx')]);
+          });
+        return out.sort(function (a, b) { return a[0] - b[0]; });""")
+    assert [t[1] for t in top] == ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4",
+                                   "avgpool", "fc"]
+    assert len({tuple(t[2:]) for t in top}) == 1, top
+    outline = [e.text for e in b.find_elements(By.CSS_SELECTOR, "#outline > ul > li > a")]
+    assert outline == [t[1] for t in top]
     _shot(b, "resnet50_top")
     # Expanding layer3 by a click on its box shows its six blocks.
     b.find_element(By.CSS_SELECTOR, "#viewport .group.folded[data-group] > text.name").click()  # layer1 first
@@ -176,17 +194,57 @@ def test_cycle_and_large_graph(browser, tmp_path):
     a.args = (c,)
     b = _open(browser, explore(g), tmp_path, "cycle")
     assert len(b.find_elements(By.CSS_SELECTOR, "#viewport .node")) == 4
-    # A 20,000-node chain-and-branch graph opens folded in chunks; expanding one is quick to draw.
+    assert b.find_element(By.ID, "banner").text == ""
+    assert _errors(b) == []
+    # An erased node that a live node still names: drawn without it, the reader's details say so.
+    tg = torch.fx.Graph()
+    tx = tg.placeholder("x")
+    ta = tg.call_function(torch.relu, (tx,))
+    tb = tg.call_function(torch.neg, (ta,))
+    tg.output(tb)
+    ta.users.clear()
+    tg.erase_node(ta)
+    b = _open(browser, explore(tg), tmp_path, "erased")
+    drawn = [e.get_attribute("data-node") for e in b.find_elements(By.CSS_SELECTOR, "#viewport .node")]
+    assert len(drawn) == 3
+    b.find_element(By.ID, "search").send_keys("neg\n")
+    assert "relu (not in this graph)" in b.find_element(By.CSS_SELECTOR, "#details td[data-key=args]").text
+    assert _errors(b) == []
+
+
+def test_1e5_nodes(browser, tmp_path):
+    """A 100,000-node chain-and-branch graph opens folded in chunks (a drawing,
+    not a hung page); expanding one chunk draws it."""
     g = fxcpp.Graph()
     v = g.placeholder("x")
-    for i in range(10000):
+    while len(g.nodes) < 100_000:
         w = g.call_function(torch.relu, (v,))
-        v = g.call_function(torch.add, (v, w)) if i % 3 else w
+        v = g.call_function(torch.add, (v, w)) if len(g.nodes) % 3 else w
     g.output(v)
+    n = len(g.nodes)
     b = _open(browser, explore(g), tmp_path, "big")
+    assert b.find_element(By.ID, "stats").text.startswith(f"{n} nodes")
     chunks = b.find_elements(By.CSS_SELECTOR, "#viewport .group.folded")
     assert 1 < len(chunks) <= 120
-    paths = b.execute_script("return fxcppExplorer.groupPaths()")
-    assert b.execute_script(f"return fxcppExplorer.toggle({paths[1]!r})") >= 0
+    first = b.execute_script("return fxcppExplorer.groupPaths()")[1]
+    assert b.execute_script(f"return fxcppExplorer.toggle({first!r})") >= 0
     assert len(b.find_elements(By.CSS_SELECTOR, "#viewport .group.open")) == 1
     assert _errors(b) == []
+
+
+def test_console_errors_are_seen(browser, tmp_path):
+    """The harness's no-error checks can fail: an uncaught error in the page
+    reaches the browser log and the page's banner."""
+    g = torch.fx.Graph()
+    g.output(g.placeholder("x"))
+    b = _open(browser, explore(g), tmp_path, "probe")
+    assert _errors(b) == []
+    b.execute_script("setTimeout(function () { throw new Error('probe-error'); }, 0)")
+    import time
+    for _ in range(50):
+        errs = _errors(b)
+        if errs:
+            break
+        time.sleep(0.1)
+    assert any("probe-error" in e["message"] for e in errs)
+    assert b.find_element(By.ID, "banner").text.startswith("fxcpp explorer error")

@@ -77,6 +77,14 @@ class Explorer:
         from ._svg import to_svg
         return to_svg(self.data, self.name, self.diff, expand)
 
+    def png(self, path: str, expand: int = 0, scale: float = 1.0) -> str:
+        """Writes the same drawing as svg(expand) to `path` as a PNG, painted
+        with Pillow (no browser, no SVG renderer), `scale` times the SVG's
+        size (a drawing over _png.MAX_PIXELS is scaled down to fit)."""
+        from ._png import to_png
+        from ._svg import scene
+        return to_png(scene(self.data, self.diff, expand), path, scale)
+
     def show(self) -> None:
         """Displays the page in Jupyter (IPython.display); elsewhere raises
         RuntimeError saying to save() it and open the file."""

@@ -339,7 +339,9 @@ class GraphData:
             node_group[i] = g
             groups[g].items.append(i)
         # Groups with one item are replaced by it (a module whose only node is
-        # its weight, an exported conv's single op).
+        # its weight, an exported conv's single op). An op that is a module's
+        # only node stands for the module (exported relu / maxpool / avgpool).
+        self.module_of: Dict[int, str] = {}
         for g in range(len(groups) - 1, 0, -1):
             grp = groups[g]
             if len(grp.items) == 1:
@@ -350,6 +352,8 @@ class GraphData:
                     groups[-only - 1].parent = grp.parent
                 else:
                     node_group[only] = grp.parent
+                    if self.nodes[only].op in ("call_function", "call_method") and not grp.synthetic:
+                        self.module_of[only] = grp.path
                 grp.items = []
                 grp.parent = -2  # dropped
         # Chunks for groups with too many items.
@@ -479,14 +483,27 @@ class GraphData:
 
     # -- sizes, edges and layouts --------------------------------------------------
 
+    def module_path(self, i: int) -> str:
+        """The module node i stands for: a call_module node's target, or the
+        module whose only node it is; '' for none. Such nodes are drawn as
+        module boxes, like folded groups."""
+        node = self.nodes[i]
+        if node.op == "call_module":
+            return str(node.target)
+        return getattr(self, "module_of", {}).get(i, "")
+
     def node_label(self, i: int) -> Tuple[str, str]:
         node = self.nodes[i]
+        name = node.name
         sub = _short_target(node) if node.op not in ("placeholder", "output") else node.op
-        if node.op == "call_module":
-            m = self.modules.get(str(node.target))
-            if m is not None:
+        mod = self.module_path(i)
+        if mod:
+            m = self.modules.get(mod)
+            if node.op != "call_module":
+                name = mod.rpartition(".")[2]  # the module's name; the op below it
+            elif m is not None:
                 sub = type(m).__name__
-        return _clip(node.name, MAX_LABEL), _clip(sub, MAX_LABEL)
+        return _clip(name, MAX_LABEL), _clip(sub, MAX_LABEL)
 
     def layout(self) -> None:
         """One C++ layout per group (its items folded, plus its IN/OUT ports)."""
@@ -495,17 +512,31 @@ class GraphData:
         n = len(self.nodes)
         groups = self.groups
         self.count = [0] * len(groups)
+        # Per group: the display rank of its first op (not a parameter read),
+        # for the outline's order.
+        order = getattr(self, "order", None) or range(n)
+        rank = [0] * n
+        for k, i in enumerate(order):
+            rank[i] = k
+        self.rank = rank
+        self.firstop = [n + g for g in range(len(groups))]
         for i in range(n):
             g = self.node_group[i]
+            isop = self.nodes[i].op not in ("placeholder", "get_attr", "output")
             while g >= 0:
                 self.count[g] += 1
+                if isop and rank[i] < self.firstop[g]:
+                    self.firstop[g] = rank[i]
                 g = groups[g].parent
         labels = [self.node_label(i) for i in range(n)]
         self.labels = labels
         size: Dict[int, Tuple[float, float]] = {}
         for i in range(n):
             a, b = labels[i]
-            size[i] = (max(48.0, CHAR_W * max(len(a), len(b)) + 16), float(NODE_H))
+            if self.module_path(i):  # drawn as a module box, like a folded group
+                size[i] = (max(64.0, CHAR_W * max(len(a), len(b)) + 20), float(GROUP_H))
+            else:
+                size[i] = (max(48.0, CHAR_W * max(len(a), len(b)) + 16), float(NODE_H))
         for grp in groups:
             sub = grp.type or ("" if grp.synthetic else "")
             text2 = f"{sub} \u00b7 {self.count[grp.gid]} nodes" if sub else f"{self.count[grp.gid]} nodes"
@@ -576,6 +607,20 @@ class GraphData:
                 "edges": edges,
             })
 
+    def _outline(self, grp) -> List[int]:
+        """The group's entries in the page's module outline: its subgroups and
+        module nodes (once per module), in the order of their first op."""
+        out, seen = [], set()
+        for r in grp.items:
+            if r >= 0:
+                m = self.module_path(r)
+                if not m or m in seen:
+                    continue
+                seen.add(m)
+            out.append(r)
+        out.sort(key=lambda r: self.rank[r] if r >= 0 else self.firstop[-r - 1])
+        return out
+
     def _edge_label(self, prods, cnt) -> str:
         if len(prods) != 1:
             return f"{cnt} values" if cnt > 1 else ""
@@ -626,10 +671,11 @@ class GraphData:
             w, h = self.size[-(grp.gid + 1)]
             groups.append({"label": grp.label, "path": grp.path, "type": grp.type, "parent": grp.parent,
                            "items": grp.items, "w": w, "h": h, "count": self.count[grp.gid],
-                           "synthetic": grp.synthetic, "lay": lay})
+                           "synthetic": grp.synthetic, "lay": lay, "outline": self._outline(grp)})
         nodes = {
             "name": [nd.name for nd in self.nodes], "op": [nd.op for nd in self.nodes],
             "target": self.target, "label": [lb[0] for lb in self.labels], "sub": [lb[1] for lb in self.labels],
+            "module": [self.module_path(i) for i in range(n)],
             "group": self.node_group, "shape": [m[0] for m in self.meta], "dtype": [m[1] for m in self.meta],
             "args": self.args, "kwargs": self.kwargs, "users": self.users, "stack": self.stack,
             "w": [self.size[i][0] for i in range(n)], "h": [self.size[i][1] for i in range(n)],

@@ -1,14 +1,65 @@
-"""The explorer's drawing as a static SVG (and PNG through cairosvg when it is
-installed): the same per-group C++ layouts, composed as the page composes
-them (explorer.js compose()), with a fixed fold state."""
+"""The explorer's drawing as a picture, without a browser: the same per-group
+C++ layouts, composed as the page composes them (explorer.js compose()),
+with a fixed fold state. scene() turns that into a list of boxes and edge
+polylines with their colours and texts; to_svg() writes it as SVG and
+_png.py paints the same list with Pillow, so both pictures are one drawing."""
 from bisect import bisect_left
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 from xml.sax.saxutils import escape
 
 PAD, HDR = 10, 22
-_STATUS = ["", "added", "removed", "changed"]
-_FILL = {"placeholder": "#e8f1fb", "output": "#eef7ee", "get_attr": "#f6f0fb", "call_module": "#fff8e8"}
+MARGIN = 10      # around the drawing
+LABEL_ROOM = 200  # right of the drawing, for the edge labels of its rightmost edges
+BACKGROUND = "#fafbfc"
+EDGE = "#8a94a6"
+# Fills and strokes: the page's (explorer.css) for each kind of box.
+_FILL = {"placeholder": "#e8f1fb", "output": "#eef7ee", "get_attr": "#f6f0fb"}
+NODE_FILL, NODE_STROKE = "#ffffff", "#6b7a90"
+GROUP_FILL, GROUP_STROKE, OPEN_FILL, OPEN_STROKE = "#eef1f5", "#8a94a6", "#f4f6f9", "#9aa5b8"
+CHANGES_STROKE = "#b45309"
+# Diff status -> (fill, stroke); 1 added, 2 removed, 3 changed.
 _DIFF = {1: ("#dcfce7", "#15803d"), 2: ("#fee2e2", "#b91c1c"), 3: ("#fef3c7", "#b45309")}
+_EDGE_DIFF = {1: "#15803d", 2: "#b91c1c"}
+# Text styles: (weight 600?, px, colour).
+TEXT = {"n": (True, 12, "#1d2330"), "g": (True, 12, "#23324a"), "s": (False, 11, "#5b6474"),
+        "l": (False, 10, "#4b5563"), "b": (True, 11, "#b45309")}
+
+
+class Text(NamedTuple):
+    x: float  # baseline start (anchor "end": baseline end)
+    y: float
+    text: str
+    style: str  # a key of TEXT
+    anchor: str = "start"
+
+
+class Box(NamedTuple):
+    x: float
+    y: float
+    w: float
+    h: float
+    rx: float
+    fill: str
+    stroke: str
+    stroke_width: float
+    dash: Optional[Tuple[float, float]]
+    texts: Tuple[Text, ...]
+    kind: str  # "node", "module" (a call_module node), "group", "open"
+    ref: int   # node index, or group id for groups
+
+
+class Edge(NamedTuple):
+    pts: Tuple[float, ...]  # x0, y0, x1, y1, ...; the arrow at the end
+    color: str
+    width: float
+    dash: Optional[Tuple[float, float]]
+    label: Optional[Text]
+
+
+class Scene(NamedTuple):
+    width: float
+    height: float
+    items: List[Any]  # Edge and Box, in painting order
 
 
 class _Composer:
@@ -85,70 +136,106 @@ class _Composer:
         return out
 
 
-def to_svg(data, name: str, diff: Optional[Dict[str, Any]] = None, expand: int = 0) -> str:
-    """SVG text of `data` (a laid-out GraphData) with groups down to depth
-    `expand` open (0: the top-level groups folded)."""
+def scene(data, diff: Optional[Dict[str, Any]] = None, expand: int = 0) -> Scene:
+    """The drawing of `data` (a laid-out GraphData) with groups down to depth
+    `expand` open (0: the top-level groups folded), in picture coordinates."""
     expanded = {g.gid for g in data.groups if 0 < data.depth[g.gid] <= expand}
     c = _Composer(data, expanded)
     root = c.compose(0)
     status = diff["status"] if diff else None
     gch = diff["gchanges"] if diff else None
-    out: List[str] = []
+    out: List[Any] = []
 
     def level(g, ox, oy):
-        edges: List[str] = []
-        boxes: List[str] = []
         comp = c.compose(g)
         items = data.groups[g].items
         for E, pts in comp["edges"]:
-            d = "M" + " L".join(f"{pts[k] + ox:.1f} {pts[k + 1] + oy:.1f}" for k in range(0, len(pts), 2))
-            dash = ' stroke-dasharray="3 2"' if E[0] >= len(items) or E[1] >= len(items) or E[6] == 2 else ""
-            color = {1: "#15803d", 2: "#b91c1c"}.get(E[6], "#8a94a6")
-            edges.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="1.2"{dash} marker-end="url(#a)"/>')
-            if E[3] and E[0] < len(items) and E[1] < len(items):
-                edges.append(f'<text x="{pts[-2] + ox + 4:.1f}" y="{pts[-1] + oy - 6:.1f}" class="l">'
-                             f'{escape(E[3])}</text>')
+            port = E[0] >= len(items) or E[1] >= len(items)
+            dash = (4.0, 3.0) if E[6] == 2 else (3.0, 2.0) if port else None
+            label = None
+            if E[3] and not port:
+                label = Text(pts[-2] + ox + 4, pts[-1] + oy - 6, E[3], "l")
+            out.append(Edge(tuple(v + (oy if k % 2 else ox) for k, v in enumerate(pts)),
+                            _EDGE_DIFF.get(E[6], EDGE), 2.0 if E[6] == 1 else 1.2, dash, label))
+        nested = []
         for i, ref in enumerate(items):
             x, y, w, h = comp["rect"][i]
             x += ox
             y += oy
             if ref >= 0:
-                fill, stroke = _FILL.get(data.nodes[ref].op, "#fff"), "#6b7a90"
-                if status and status[ref]:
-                    fill, stroke = _DIFF[status[ref]]
+                op = data.nodes[ref].op
+                module = bool(data.module_path(ref))
+                fill, stroke, sw, dash = (GROUP_FILL, GROUP_STROKE, 1.0, None) if module else \
+                    (_FILL.get(op, NODE_FILL), NODE_STROKE, 1.0, None)
+                st = status[ref] if status else 0
+                if st:
+                    fill, stroke = _DIFF[st]
+                    sw, dash = 2.0, ((4.0, 2.0) if st == 2 else None)
                 name_, sub = data.labels[ref]
-                boxes.append(f'<g transform="translate({x:.1f},{y:.1f})"><rect width="{w:.1f}" height="{h:.1f}" rx="4" '
-                             f'fill="{fill}" stroke="{stroke}"/><text x="8" y="14" class="n">{escape(name_)}</text>'
-                             f'<text x="8" y="28" class="s">{escape(sub)}</text></g>')
+                tx, ty = (10, 16) if module else (8, 14)
+                texts = (Text(x + tx, y + ty, name_, "g" if module else "n"),
+                         Text(x + tx, y + ty + (15 if module else 14), sub, "s"))
+                out.append(Box(x, y, w, h, 6.0 if module else 4.0, fill, stroke, sw, dash, texts,
+                               "module" if module else "node", ref))
             else:
                 sg = -ref - 1
                 grp = data.groups[sg]
                 open_ = sg in expanded
-                stroke = "#b45309" if gch and gch[sg] else "#8a94a6"
-                fill = "#f7f9fb" if open_ else "#eef1f5"
-                badge = (f'<text x="{w - 6:.1f}" y="14" text-anchor="end" class="b">\u0394{gch[sg]}</text>'
-                         if gch and gch[sg] else "")
-                sub = "" if open_ else (f'<text x="10" y="31" class="s">'
-                                        f'{escape((grp.type + " · " if grp.type else "") + str(data.count[sg]))} nodes</text>')
-                boxes.append(f'<g transform="translate({x:.1f},{y:.1f})"><rect width="{w:.1f}" height="{h:.1f}" rx="6" '
-                             f'fill="{fill}" stroke="{stroke}"/><text x="10" y="16" class="n">'
-                             f'{escape(("▾ " if open_ else "▸ ") + grp.label)}</text>{sub}{badge}</g>')
+                ch = gch[sg] if gch else 0
+                texts = [Text(x + 10, y + (15 if open_ else 16), ("\u25be " if open_ else "\u25b8 ") + grp.label, "g")]
+                if not open_:
+                    texts.append(Text(x + 10, y + 31, (grp.type + " \u00b7 " if grp.type else "") +
+                                      f"{data.count[sg]} nodes", "s"))
+                if ch:
+                    texts.append(Text(x + w - 6, y + 14, f"\u0394{ch}", "b", "end"))
+                out.append(Box(x, y, w, h, 6.0, OPEN_FILL if open_ else GROUP_FILL,
+                               CHANGES_STROKE if ch else (OPEN_STROKE if open_ else GROUP_STROKE),
+                               2.0 if ch else 1.0, (5.0, 3.0) if open_ and not ch else None, tuple(texts),
+                               "open" if open_ else "group", sg))
                 if open_:
-                    boxes.append(level(sg, x + PAD, y + HDR + PAD))
-        return "".join(edges) + "".join(boxes)
+                    nested.append((sg, x + PAD, y + HDR + PAD))
+        # An open group's contents paint over its box, as on the page.
+        for sg, x, y in nested:
+            level(sg, x, y)
 
-    body = level(0, 10, 10)
-    W, H = root["w"] + 20 + 200, root["h"] + 20  # room for the edge labels on the right
+    level(0, MARGIN, MARGIN)
+    return Scene(root["w"] + 2 * MARGIN + LABEL_ROOM, root["h"] + 2 * MARGIN, out)
+
+
+_SVG_CLASS = {"n": "n", "g": "g", "s": "s", "l": "l", "b": "b"}
+
+
+def _dash(d) -> str:
+    return f' stroke-dasharray="{d[0]:g} {d[1]:g}"' if d else ""
+
+
+def _text(t: Text) -> str:
+    anchor = ' text-anchor="end"' if t.anchor == "end" else ""
+    return f'<text x="{t.x:.1f}" y="{t.y:.1f}" class="{_SVG_CLASS[t.style]}"{anchor}>{escape(t.text)}</text>'
+
+
+def to_svg(data, name: str, diff: Optional[Dict[str, Any]] = None, expand: int = 0) -> str:
+    """SVG text of `data` (a laid-out GraphData) with groups down to depth
+    `expand` open (0: the top-level groups folded)."""
+    sc = scene(data, diff, expand)
+    body: List[str] = []
+    for it in sc.items:
+        if isinstance(it, Edge):
+            p = it.pts
+            d = "M" + " L".join(f"{p[k]:.1f} {p[k + 1]:.1f}" for k in range(0, len(p), 2))
+            body.append(f'<path d="{d}" fill="none" stroke="{it.color}" stroke-width="{it.width:g}"{_dash(it.dash)} '
+                        f'marker-end="url(#a)"/>')
+            if it.label:
+                body.append(_text(it.label))
+        else:
+            body.append(f'<rect x="{it.x:.1f}" y="{it.y:.1f}" width="{it.w:.1f}" height="{it.h:.1f}" rx="{it.rx:g}" '
+                        f'fill="{it.fill}" stroke="{it.stroke}" stroke-width="{it.stroke_width:g}"{_dash(it.dash)}/>')
+            body.extend(_text(t) for t in it.texts)
+    W, H = sc.width, sc.height
+    style = "".join(f".{k}{{font:{'600 ' if b else ''}{px}px monospace;fill:{col}}}"
+                    for k, (b, px, col) in TEXT.items())
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W:.0f}" height="{H:.0f}" viewBox="0 0 {W:.0f} {H:.0f}">'
-            f'<title>{escape(name)}</title>'
-            '<style>.n{font:600 12px monospace;fill:#1d2330}.s{font:11px monospace;fill:#5b6474}'
-            '.l{font:10px monospace;fill:#4b5563}.b{font:600 11px monospace;fill:#b45309}</style>'
+            f'<title>{escape(name)}</title><style>{style}</style>'
             '<defs><marker id="a" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
-            'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#8a94a6"/></marker></defs>'
-            '<rect width="100%" height="100%" fill="#fafbfc"/>' + body + "</svg>\n")
-
-
-def to_png(svg_text: str, path: str) -> None:
-    """Writes `svg_text` as a PNG through cairosvg; ImportError when it is missing."""
-    import cairosvg  # noqa: F401 -- optional
-    cairosvg.svg2png(bytestring=svg_text.encode("utf-8"), write_to=path)
+            f'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="{EDGE}"/></marker></defs>'
+            f'<rect width="100%" height="100%" fill="{BACKGROUND}"/>' + "".join(body) + "</svg>\n")
