@@ -967,7 +967,13 @@ void Writer::output(Node* n) {
 Archive Writer::run() {
   // Trailing copy_ nodes with unused results: mutation outputs.
   std::vector<Node*> order;
-  for (Node* n : graph_.nodes()) order.push_back(n);
+  for (Node* n : graph_.nodes()) {
+    order.push_back(n);
+    if (n->op() == Op::CallModule || n->op() == Op::CallMethod)
+      refuse(n, std::string("it is a ") + op_name(n->op()) +
+                    " node; an ExportedProgram holds placeholder, call_function (torch.ops.* operators) and output "
+                    "nodes (lower the model first: fxcpp.aten.lower(model, *inputs))");
+  }
   for (size_t i = order.size(); i-- > 0;) {
     Node* n = order[i];
     if (n->op() == Op::Output) continue;
