@@ -206,3 +206,8 @@ def register_dynamo_backend(name, fn, import_dynamo=False) -> bool:
         return True
     registry.register_backend(compiler_fn=fn, name=name)
     return True
+
+
+#: torch.export.save writes .pt2 archives (torch 2.5 on; fxcpp reads and writes schema 8.x,
+#: what 2.14.1 writes). None where the installed torch has no torch.export.save.
+EXPORT_SAVE = getattr(getattr(torch, 'export', None), 'save', None) if TORCH_VERSION >= (2, 5) else None

@@ -219,6 +219,8 @@ class Builder {
   std::unordered_map<std::string, Node*> user_inputs_;
   std::vector<Node*> placeholders_;
   const Json* tensor_values_ = nullptr;
+  const Json* sym_values_[3] = {};  ///< graph.sym_int_values, sym_float_values, sym_bool_values
+  const Json* range_constraints_ = nullptr;
 };
 
 void Builder::check_records() {
@@ -331,8 +333,23 @@ at::Tensor Builder::tensor(const Json& entry, const std::string& dir, const std:
 
 // ---- values -------------------------------------------------------------------------------
 
+// Each value a node defines keeps its serialized metadata, as JSON text in
+// meta["pt2_value"] ({"as_tensor": TensorMeta} or {"as_sym_int": SymInt},
+// ...), so the .pt2 writer can give it back, symbolic sizes included (Note
+// [Writing .pt2 archives] in src/torch/pt2_writer.cpp).
 void Builder::define(const std::string& name, Argument v, const std::string& where) {
   identifier(name, where + ": value name");
+  if (v.is_node() && v.as_node()->op() != Op::GetAttr) {
+    static const char* const kTags[] = {"as_tensor", "as_sym_int", "as_sym_float", "as_sym_bool"};
+    const Json* tables[] = {tensor_values_, sym_values_[0], sym_values_[1], sym_values_[2]};
+    for (size_t i = 0; i < 4; ++i) {
+      if (!tables[i]) continue;
+      auto it = tables[i]->find(name);
+      if (it == tables[i]->end()) continue;
+      v.as_node()->meta().emplace_back("pt2_value", Argument::string(Json{{kTags[i], *it}}.dump()));
+      break;
+    }
+  }
   if (!values_.emplace(name, std::move(v)).second) bad(where + ": value " + shown(name) + " is defined twice");
 }
 
@@ -828,7 +845,9 @@ void Builder::outputs(const Json& sig, const Json* out_spec) {
     result = build_output(*out_spec, user, pos, 0, "out_spec");
     if (pos != user.size()) bad("the out_spec has " + std::to_string(pos) + " leaves, the program " + std::to_string(user.size()) + " outputs");
   }
-  g_->create_node(Op::Output, Target("output"), {std::move(result)}, {}, "output");
+  Node* out = g_->create_node(Op::Output, Target("output"), {std::move(result)}, {}, "output");
+  // The symbols' ranges, for the .pt2 writer (as JSON text).
+  if (range_constraints_) out->meta().emplace_back("pt2_range_constraints", Argument::string(range_constraints_->dump()));
 }
 
 // ---- the program ------------------------------------------------------------------------------------
@@ -858,6 +877,13 @@ std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> Builder::run() {
   const Json& sig = field(gm, "signature", "graph_module");
   tensor_values_ = opt_field(graph, "tensor_values", "graph");
   if (tensor_values_ && !tensor_values_->is_object()) bad("graph.tensor_values is not an object");
+  const char* const sym_tables[] = {"sym_int_values", "sym_float_values", "sym_bool_values"};
+  for (size_t i = 0; i < 3; ++i) {
+    sym_values_[i] = opt_field(graph, sym_tables[i], "graph");
+    if (sym_values_[i] && !sym_values_[i]->is_object()) bad(std::string("graph.") + sym_tables[i] + " is not an object");
+  }
+  range_constraints_ = opt_field(doc, "range_constraints", model_record);
+  if (range_constraints_ && !range_constraints_->is_object()) bad("range_constraints is not an object");
   if (const Json* co = opt_field(graph, "custom_obj_values", "graph"); co && !co->empty())
     unsupported("the program holds TorchBind objects, which would have to be unpickled; fxcpp never unpickles");
 

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <unordered_set>
@@ -26,6 +27,7 @@
 #include "fxcpp/torch/format.h"
 #include "fxcpp/torch/module.h"  // save(const Module&, ...)
 #include "names.h"
+#include "pt2_writer.h"
 
 namespace fxcpp::torch {
 
@@ -410,29 +412,62 @@ void write_file(const std::string& path, const std::function<void(FdSink&)>& pro
   }
 }
 
+// The records of either format, ready to emit.
+struct Records {
+  std::optional<Prepared> fxpt;
+  std::optional<pt2::Archive> pt2;
+};
+
+bool ends_with_pt2(const std::string& path) {
+  return path.size() >= 4 && path.compare(path.size() - 4, 4, ".pt2") == 0;
+}
+
+Records prepare_records(const Graph& graph, const std::vector<NamedTensor>& tensors, const SaveOptions& options,
+                        bool pt2_default) {
+  Records r;
+  bool pt2 = options.format == SaveFormat::Pt2 || (options.format == SaveFormat::Auto && pt2_default);
+  if (pt2) r.pt2 = pt2::prepare(graph, tensors);
+  else r.fxpt = prepare(graph, tensors, options);
+  return r;
+}
+
+void emit_records(const Records& r, caffe2::serialize::PyTorchStreamWriter& writer) {
+  if (r.fxpt) return emit(*r.fxpt, writer);
+  try {
+    for (auto& [record, text] : r.pt2->texts) writer.writeRecord(record, text.data(), text.size());
+    for (auto& [record, data] : r.pt2->payloads) {
+      const c10::Storage& s = data.storage();
+      writer.writeRecord(record, s.data(), s.nbytes());
+    }
+    writer.writeEndOfFile();
+  } catch (const c10::Error& e) {
+    throw Error(std::string("fxcpp::torch::save: cannot write the archive (") + e.what_without_backtrace() + ")");
+  }
+}
+
 // The archive, streamed into `sink` by a writer that never sees a failed
 // write (so it never throws from its destructor).
-void write_archive(const Prepared& p, FdSink& sink) {
+void write_archive(const Records& r, FdSink& sink) {
   caffe2::serialize::PyTorchStreamWriter writer([&sink](const void* data, size_t n) { return sink.write(data, n); });
-  emit(p, writer);
+  emit_records(r, writer);
 }
 
 }  // namespace
 
 void save(const Graph& graph, const std::vector<NamedTensor>& tensors, const std::string& path,
           const SaveOptions& options) {
-  Prepared p = prepare(graph, tensors, options);
-  write_file(path, [&p](FdSink& sink) { write_archive(p, sink); });
+  Records r = prepare_records(graph, tensors, options, ends_with_pt2(path));
+  write_file(path, [&r](FdSink& sink) { write_archive(r, sink); });
 }
 
 std::string save_to_buffer(const Graph& graph, const std::vector<NamedTensor>& tensors, const SaveOptions& options) {
-  Prepared p = prepare(graph, tensors, options);
+  Records r = prepare_records(graph, tensors, options, false);
   std::string out;
   caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t n) {
     out.append(static_cast<const char*>(data), n);
     return n;
   });
-  emit(p, writer);
+  emit_records(r, writer);
   return out;
 }
 

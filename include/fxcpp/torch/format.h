@@ -50,11 +50,26 @@ struct LoadOptions {
   bool trusted = false;
 };
 
+/// The formats save() writes.
+enum class SaveFormat : uint8_t {
+  /// save(): Pt2 for a path ending in ".pt2", else Fxpt; save_to_buffer(): Fxpt.
+  Auto,
+  /// fxcpp's .fxpt file (docs/fxpt_format.md).
+  Fxpt,
+  /// torch.export's .pt2 archive, which torch.export.load reads
+  /// (docs/pt2_format.md, "Writing"; Note [Writing .pt2 archives] in
+  /// src/torch/pt2_writer.cpp).
+  Pt2,
+};
+
 /// How save() writes a file.
 struct SaveOptions {
   /// The class name the file records (Python's load names the GraphModule's
   /// class after it). Must be an ASCII Python identifier that is not a keyword.
+  /// A .pt2 archive records none.
   std::string class_name = "GraphModule";
+  /// Which format to write.
+  SaveFormat format = SaveFormat::Auto;
 };
 
 /// Reads a file written by `fxcpp.aten.save` (Python). Runs
@@ -68,7 +83,10 @@ Module load(const std::string& path, const LoadOptions& options = {});
 Module load_from_buffer(const void* data, size_t size, const LoadOptions& options = {});
 
 /// Writes `graph` and the tensors its get_attr nodes read to `path` in the
-/// format `fxcpp.aten.save` writes (docs/fxpt_format.md, kFormatVersion), so
+/// format `fxcpp.aten.save` writes (docs/fxpt_format.md, kFormatVersion; with
+/// SaveFormat::Pt2, or SaveFormat::Auto and a path ending in ".pt2", the .pt2
+/// archive torch.export.load reads, whose own rules and refusals are Note
+/// [Writing .pt2 archives] in src/torch/pt2_writer.cpp), so
 /// the file loads with load() and with `fxcpp.aten.load` in Python. Only the
 /// tensors some get_attr names are written, in first-use order; a storage
 /// shared by several of them is written once; tensors not on the CPU (or

@@ -39,6 +39,10 @@
 // keys, a single value). Inputs: a flat tuple of positional values, no
 // keyword inputs. Symbolic sizes stay symbolic: shape arithmetic is computed
 // from the inputs at run time; range constraints are not checked at run time.
+// Each value keeps its serialized metadata as JSON text in meta["pt2_value"]
+// and the output node the range constraints in meta["pt2_range_constraints"],
+// which the .pt2 writer gives back (Note [Writing .pt2 archives] in
+// src/torch/pt2_writer.cpp).
 #pragma once
 
 namespace fxcpp::torch {

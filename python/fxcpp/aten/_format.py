@@ -48,10 +48,11 @@ def _class_name(gm: GraphModule) -> str:
     return name if ok else 'GraphModule'
 
 
-def _to_bytes(gm: GraphModule) -> bytes:
+def _to_bytes(gm: GraphModule, format: str = 'fxpt') -> bytes:
     """The file :func:`save` writes for ``gm``, in memory, encoded by the C++
     writer (what ``aten.compile`` hands the C++ loader: no temporary file).
-    Raises ValueError naming the node for what the format cannot hold."""
+    ``format`` is ``'fxpt'`` or ``'pt2'``. Raises ValueError naming the node
+    for what the format cannot hold."""
     from ..interop import from_torch_fx
     gm = from_torch_fx(gm)
     params = {id(p) for p in gm.parameters()}
@@ -68,18 +69,35 @@ def _to_bytes(gm: GraphModule) -> bytes:
                              f"{type(t).__name__}, not a tensor")
         kind = 'parameter' if id(t) in params else 'buffer' if id(t) in buffers else 'constant'
         tensors.append((node.target, kind, t.detach(), bool(t.requires_grad)))
-    return _C_torch.write_graph(gm.graph, tensors, class_name=_class_name(gm))
+    return _C_torch.write_graph(gm.graph, tensors, class_name=_class_name(gm), format=format)
 
 
-def save(gm: GraphModule, path) -> None:
-    """Writes a lowered ``gm`` to ``path`` (docs/fxpt_format.md).
+def _format_of(path, format) -> str:
+    if format is None:
+        name = os.fspath(path)
+        name = os.fsdecode(name) if isinstance(name, bytes) else name
+        return 'pt2' if name.endswith('.pt2') else 'fxpt'
+    if format not in ('fxpt', 'pt2'):
+        raise ValueError(f"fxcpp.aten.save: format must be 'fxpt', 'pt2' or None (by the file name), not {format!r}")
+    return format
+
+
+def save(gm: GraphModule, path, format=None) -> None:
+    """Writes a lowered ``gm`` to ``path``: a ``.fxpt`` file (docs/fxpt_format.md),
+    or, for a path ending in ``.pt2`` or ``format='pt2'``, a ``.pt2`` archive
+    that ``torch.export.load`` reads back to an ExportedProgram
+    (docs/pt2_format.md, "Writing").
 
     Every call_function node must be an ATen overload or a primitive (see
     ``fxcpp.aten.lower``); get_attr nodes must name tensors. Tensors are moved
     to CPU and stored as PyTorch stores them: one record per storage, shared
-    storages written once.
+    storages written once. A ``.pt2`` archive also needs each value's
+    metadata (the graphs of ``from_exported_program`` and of loaded ``.pt2``
+    files carry it, symbolic sizes included; otherwise ShapeProp's
+    ``tensor_meta`` gives static sizes). What the format cannot hold raises
+    ValueError naming the node, before anything is written.
     """
-    data = _to_bytes(gm)
+    data = _to_bytes(gm, _format_of(path, format))
     _write_file(path, lambda sink: sink.write(data))
 
 

@@ -68,6 +68,10 @@ bool is_tensor_meta_dict(const Argument& a) {
   return true;
 }
 
+// The meta entries a .pt2 archive's values carry (JSON text; Note [Writing
+// .pt2 archives] in src/torch/pt2_writer.cpp), handed over as str both ways.
+bool is_pt2_meta(const std::string& key) { return key == "pt2_value" || key == "pt2_range_constraints"; }
+
 // ---- reading: LibTorch objects -> Python objects -----------------------------------
 
 class ToPython {
@@ -253,10 +257,15 @@ PyObject* read_graph(PyObject*, PyObject* args, PyObject* kwargs) {
     nodes.emplace(n, m);
     if (!n->has_meta()) continue;
     for (const auto& [key, value] : n->meta()) {
-      if (key != "tensor_meta") continue;
-      Ref tm = bridge.meta(value);
-      Ref meta = owned(api().node_meta(m));
-      check(PyDict_SetItemString(meta.get(), "tensor_meta", tm.get()));
+      if (key == "tensor_meta") {
+        Ref tm = bridge.meta(value);
+        Ref meta = owned(api().node_meta(m));
+        check(PyDict_SetItemString(meta.get(), "tensor_meta", tm.get()));
+      } else if (is_pt2_meta(key) && value.is_string()) {
+        Ref text = str_of(value.as_string());
+        Ref meta = owned(api().node_meta(m));
+        check(PyDict_SetItemString(meta.get(), key.c_str(), text.get()));
+      }
     }
   }
 
@@ -473,18 +482,22 @@ torch::NamedTensor::Kind kind_of(std::string_view k) {
                           std::string(k) + "'");
 }
 
-// write_graph(graph, tensors, *, class_name='GraphModule') -> bytes
-// The .fxpt file of fxcpp Graph `graph` (lowered: placeholder, get_attr,
-// call_function on ATen overloads and primitives, output) with `tensors`, a
-// list of (name, kind, tensor, requires_grad) for its get_attr targets,
-// encoded by the C++ writer.
+// write_graph(graph, tensors, *, class_name='GraphModule', format='fxpt') -> bytes
+// The .fxpt file (format='pt2': the .pt2 archive) of fxcpp Graph `graph`
+// (lowered: placeholder, get_attr, call_function on ATen overloads and
+// primitives, output) with `tensors`, a list of (name, kind, tensor,
+// requires_grad) for its get_attr targets, encoded by the C++ writer.
 PyObject* write_graph(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* names[] = {"graph", "tensors", "class_name", nullptr};
+  static const char* names[] = {"graph", "tensors", "class_name", "format", nullptr};
   PyObject *pygraph, *pytensors;
   const char* class_name = "GraphModule";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!|$s:write_graph", const_cast<char**>(names), &pygraph,
-                                   &PyList_Type, &pytensors, &class_name))
+  const char* format = "fxpt";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!|$ss:write_graph", const_cast<char**>(names), &pygraph,
+                                   &PyList_Type, &pytensors, &class_name, &format))
     throw PythonError();
+  std::string fmt = format;
+  if (fmt != "fxpt" && fmt != "pt2")
+    throw torch::InputError("fxcpp: write_graph's format is 'fxpt' or 'pt2', not '" + fmt + "'");
   Graph* src = graph_arg(pygraph);
 
   std::vector<torch::NamedTensor> tensors;
@@ -538,11 +551,16 @@ PyObject* write_graph(PyObject*, PyObject* args, PyObject* kwargs) {
         Argument a = bridge.meta(n, tm);
         if (!a.is_none()) m->meta().emplace_back("tensor_meta", std::move(a));
       }
+      for (const char* k : {"pt2_value", "pt2_range_constraints"}) {
+        PyObject* text = PyDict_GetItemString(meta, k);  // borrowed; str keys cannot fail to hash
+        if (text && PyUnicode_Check(text)) m->meta().emplace_back(k, Argument::string(utf8_string(text, k)));
+      }
     }
   }
 
   torch::SaveOptions options;
   options.class_name = class_name;
+  options.format = fmt == "pt2" ? torch::SaveFormat::Pt2 : torch::SaveFormat::Fxpt;
   std::string bytes;
   // Encoding and copying the tensors touch no Python object.
   PyThreadState* ts = PyEval_SaveThread();
@@ -562,8 +580,8 @@ PyMethodDef file_methods[] = {
                     "requires_grad)]): reads a .fxpt file's bytes with the C++ reader and appends "
                     "its nodes to `graph`, an empty fxcpp Graph (Note [Graph handover])."),
     def<write_graph>("write_graph", METH_VARARGS | METH_KEYWORDS,
-                     "write_graph(graph, tensors, *, class_name='GraphModule') -> bytes: the .fxpt file of a "
-                     "lowered fxcpp Graph and its get_attr tensors [(name, kind, tensor, requires_grad)], "
+                     "write_graph(graph, tensors, *, class_name='GraphModule', format='fxpt') -> bytes: the .fxpt "
+                     "file (format='pt2': the .pt2 archive) of a lowered fxcpp Graph and its get_attr tensors [(name, kind, tensor, requires_grad)], "
                      "encoded by the C++ writer."),
     kEndOfMethods};
 
