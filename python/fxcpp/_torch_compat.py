@@ -206,3 +206,26 @@ def register_dynamo_backend(name, fn, import_dynamo=False) -> bool:
         return True
     registry.register_backend(compiler_fn=fn, name=name)
     return True
+
+
+#: torch.fx 2.x's tracer keeps node.meta while tracing (Note [Tracing metadata] in
+#: fxcpp/proxy.py): every node created inside a submodule's forward gets
+#: meta["nn_module_stack"], the tracer keeps scope/module_stack/num_calls/node_name_to_scope,
+#: a stack trace (record_stack_traces) is recorded when the node is created, from the first
+#: `forward` frame on, and constants are named through Tracer.get_fresh_qualname. torch.fx
+#: 1.13 records none of it and takes the stack trace from the innermost user frame outwards.
+TRACER_RECORDS_META = FX_DIALECT == '2'
+
+
+def tracer_uninteresting_files():
+    """Files whose frames torch.fx 2.x leaves out of a recorded stack trace (its own tracing and
+    compiler internals): torch's list (frozen set of paths, computed once by torch)."""
+    from torch.fx.experimental.symbolic_shapes import uninteresting_files
+    return uninteresting_files()
+
+
+def tracer_stack_trace_anchors():
+    """(filename, co_name) pairs torch.fx 2.x keeps in a forward-only stack trace (annotate_fn
+    registers them); an empty set where torch has none."""
+    import torch.fx.proxy as fx_proxy
+    return getattr(fx_proxy, '_STACK_TRACE_ANCHORS', frozenset())
