@@ -229,3 +229,44 @@ def tracer_stack_trace_anchors():
     registers them); an empty set where torch has none."""
     import torch.fx.proxy as fx_proxy
     return getattr(fx_proxy, '_STACK_TRACE_ANCHORS', frozenset())
+
+
+#: torch.fx 2.x's verbose-code vocabulary (Note [Verbose annotations] in src/core/codegen.cpp):
+#: dtype -> "f32"-style abbreviation, and how a device is written (2.14: without the current
+#: accelerator's index under compile_on_one_rank). Empty / str on 1.13, which writes no annotations.
+FX_DTYPE_ABBRS = getattr(__import__('torch.fx.graph', fromlist=['graph']), 'dtype_abbrs', {})
+
+
+def fx_device_annotation(device):
+    import torch.fx.node as fx_node
+    fn = getattr(fx_node, '_device_annotation', None)
+    return fn(device) if fn is not None else str(device)
+
+
+def fx_sym_repr(value):
+    """torch.fx 2.x's CodeGen._sym_repr (print_readable(fast_sympy_print=True) overrides it)."""
+    return torch.fx.graph.CodeGen._sym_repr(value)
+
+
+def fx_sym_types():
+    """The symbolic scalar types (SymInt, SymFloat, SymBool) torch.fx 2.x annotates as Sym(...)."""
+    try:
+        from torch.fx.experimental.proxy_tensor import py_sym_types
+        return py_sym_types
+    except ImportError:
+        return ()
+
+
+def fx_override_sym_repr(fn):
+    """Context manager that makes fx_sym_repr use `fn` (torch.fx 2.x's fast_sympy_print)."""
+    import torch.fx.graph_module as fx_gm
+    return fx_gm._override_sym_repr(fn)
+
+
+#: torch.fx 2.x's print_readable titles a child GraphModule's class with the child's attribute
+#: name; torch.fx 1.13 with its class name (_get_name()).
+PRINT_READABLE_CHILD_BY_NAME = FX_DIALECT == '2'
+
+#: python_code's keyword options: verbose on 1.13; 2.x adds include_stride, include_device,
+#: colored, expanded_def, record_func and additional_meta (and FX_GRAPH_SHOW_STRIDE/DEVICE).
+PYTHON_CODE_2X_OPTIONS = FX_DIALECT == '2'

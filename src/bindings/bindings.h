@@ -139,6 +139,10 @@ struct Helpers {
   PyObject* node_ref = nullptr;          ///< _NodeRef, the pickled form of a node reference
   PyObject* codegen = nullptr;           ///< CodeGen, the base of graph codegens
   PyObject* wrap = nullptr;              ///< torch.fx's wrap, bound in generated code
+  PyObject* code_repr = nullptr;         ///< _code_repr(obj) -> (kind, ...): a constant in 2.x generated code
+  PyObject* meta_annotation = nullptr;   ///< _meta_annotation(value, stride, device, colored) -> str | None
+  PyObject* comment_parts = nullptr;     ///< _comment_parts(meta, additional_meta) -> (prefix, middle)
+  PyObject* keyword_params = nullptr;    ///< _keyword_params(callable) -> names it accepts by keyword
 };
 /// The registered helpers. Throws PythonError (RuntimeError set) before the
 /// package registered them.
