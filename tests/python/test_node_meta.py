@@ -44,12 +44,13 @@ def _frames(text):
 
 
 def _without_tracer_frames(text):
-    """`text` without the frames of torch.fx's and fxcpp's own files (see the module docstring)."""
-    if text is None:
-        return None
-    keep = [(h, c) for h, c in _frames(text)
-            if not _FRAME.match(h).group(1).startswith((FX_DIR, FXCPP_DIR))]
-    return keep
+    """torch.fx 1.13's stack trace (innermost frame first, out to the interpreter's first) from
+    the outermost `forward` frame in: without the frames of torch.fx's and fxcpp's own files and
+    those of the callers of the trace (this test, pytest), which differ between the libraries."""
+    frames = [(h, c) for h, c in _frames(text) if not _FRAME.match(h).group(1).startswith((FX_DIR, FXCPP_DIR))]
+    names = [_FRAME.match(h).group(0).rsplit(' in ', 1)[1] for h, _ in frames]
+    last_forward = max((i for i, n in enumerate(names) if n == 'forward'), default=-1)
+    return frames[:last_forward + 1]
 
 
 def _meta(lib, root, record_stack_traces=False, tracer_cls=None, concrete_args=None):
@@ -81,7 +82,8 @@ def _compare(root, record_stack_traces=False, tracer_classes=None, concrete_args
             assert _frames(st_ours) == [f for f in ref_frames if not _FRAME.match(f[0]).group(1).startswith(FX_DIR)]
         else:
             assert _without_tracer_frames(st_ours) == _without_tracer_frames(st_ref), name
-        assert FXCPP_DIR not in st_ours
+        # (torch.fx 1.13's text has its own frames too, and fxcpp's on 1.13 has fxcpp's)
+        assert FXCPP_DIR not in st_ours or not TORCH2
     if TORCH2:
         assert t_ours.node_name_to_scope == t_ref.node_name_to_scope
         assert list(t_ours.module_stack.items()) == list(t_ref.module_stack.items()) == []
@@ -134,7 +136,7 @@ class Block(torch.nn.Module):
 
     def forward(self, x):
         h = self.norm1(x)
-        a, _ = self.attn(h, h, h, need_weights=False)
+        a = self.attn(h, h, h, need_weights=False)[0]  # (no unpacking: torch.fx 1.13 fails on it on 3.11)
         x = x + a
         return x + self.mlp(self.norm2(x))
 
@@ -251,6 +253,8 @@ def test_tensor_constants_named_through_get_fresh_qualname():
     assert names[0][1] != names[0][0]
 
 
+@pytest.mark.skipif(not TORCH2, reason='torch.fx 1.13 records innermost-first traces of create_proxy nodes only '
+                                       '(compared with torch.fx 1.13 above)')
 def test_stack_trace_points_at_user_lines():
     tracer = fxcpp.Tracer()
     tracer.record_stack_traces = True
