@@ -270,3 +270,8 @@ PRINT_READABLE_CHILD_BY_NAME = FX_DIALECT == '2'
 #: python_code's keyword options: verbose on 1.13; 2.x adds include_stride, include_device,
 #: colored, expanded_def, record_func and additional_meta (and FX_GRAPH_SHOW_STRIDE/DEVICE).
 PYTHON_CODE_2X_OPTIONS = FX_DIALECT == '2'
+
+#: A generic annotation's origin in generated code: torch.fx 1.13 spells `list`, `dict`, ... as
+#: typing.List, typing.Dict, ... whatever the annotation; 2.x only for typing's own generics
+#: (typing.Dict[str, int]) and writes a builtin generic (dict[str, int]) as it is.
+TYPING_ORIGINS_FOR_TYPING_GENERICS_ONLY = FX_DIALECT == '2'

@@ -13,6 +13,7 @@ import enum
 import inspect
 import math
 import os
+import typing
 import warnings
 from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Set, Tuple,
@@ -515,7 +516,12 @@ def _target_info(obj):
     return (name, qualified, pretty, operator_name, reference, impure)
 
 
-def _origin_type(origin):
+def _origin_type(origin, annotation=None):
+    """The class generated code names for a generic annotation's origin: `typing.List` for `list`
+    (and the like), for every generic on torch.fx 1.13, for typing's own (pre-PEP 585) generics
+    only on 2.x, which writes `dict[str, int]` as it is."""
+    if _torch_compat.TYPING_ORIGINS_FOR_TYPING_GENERICS_ONLY and not isinstance(annotation, typing._GenericAlias):
+        return origin
     return _origin_type_map.get(origin, origin)
 
 

@@ -132,7 +132,7 @@ struct Helpers {
   PyObject* target_info = nullptr;       ///< _target_info(callable) -> 6-tuple of per-callable facts
   PyObject* bad_target = nullptr;        ///< _bad_target(graph, op, target, ...): raises torch.fx's error
   PyObject* module_is_impure = nullptr;  ///< _module_is_impure(node) -> bool
-  PyObject* origin_type = nullptr;       ///< _origin_type(origin) -> type
+  PyObject* origin_type = nullptr;       ///< _origin_type(origin, annotation) -> type
   PyObject* snake_case = nullptr;        ///< _snake_case(name) -> str, for non-ASCII names
   PyObject* assertion_message = nullptr; ///< _assertion_message(kind, value) -> str | None (torch.fx's wording)
   PyObject* copy = nullptr;              ///< copy.copy (node meta of copied graphs)

@@ -197,7 +197,7 @@ class PyInterface final : public ObjectInterface {
       return add_global(hint, Object::borrow(this, p));
     }
     PyObject* mapper = helpers().origin_type;
-    Ref ot = owned(PyObject_CallOneArg(mapper, origin.get()));
+    Ref ot = owned(PyObject_CallFunctionObjArgs(mapper, origin.get(), o, nullptr));
     Object otype = Object::borrow(this, ot.get());
     std::string origin_name = add_global(type_repr(ot.get()), otype);
     Ref args = Ref::steal(PyObject_GetAttrString(o, "__args__"));

@@ -13,6 +13,7 @@ import collections
 import copy
 import enum
 import itertools
+import typing
 
 import pytest
 import torch
@@ -226,3 +227,19 @@ def test_codegen_override_gets_expanded_def_when_it_takes_it():
         g.set_codegen(make(lib))
         texts.append(g.python_code('self', expanded_def=True).src)
     assert texts[1] == texts[0] and seen == [True, True]
+
+
+@pytest.mark.parametrize('annotation', [typing.Dict[str, torch.Tensor], dict[str, torch.Tensor], typing.List[int],
+                                        list[int], typing.Tuple[int, ...], tuple[int, str], typing.Optional[int]],
+                         ids=['typing.Dict', 'dict', 'typing.List', 'list', 'typing.Tuple', 'tuple', 'Optional'])
+def test_generic_annotations_as_torch_fx(annotation):
+    """torch.fx 1.13 spells every generic's origin through typing (typing_Dict[...]); 2.x only
+    typing's own generics, and writes dict[...] as it is."""
+    codes = []
+    for lib in (tfx, fxcpp):
+        g = lib.Graph()
+        x = g.placeholder('x', type_expr=annotation)
+        g.output(x, type_expr=annotation)
+        codes.append(g.python_code('self'))
+    assert codes[1].src == codes[0].src
+    assert {k: v for k, v in codes[1].globals.items()} == {k: v for k, v in codes[0].globals.items()}
