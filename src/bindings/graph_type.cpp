@@ -402,6 +402,7 @@ PyObject* g_key_custom = nullptr;
 PyObject* g_key_recompute = nullptr;
 PyObject* g_key_ac_graph_id = nullptr;
 PyObject* g_key_expanded_def = nullptr;
+PyObject* g_key_desc = nullptr;
 
 // The value of meta[key] (borrowed; null when absent or meta is not a dict).
 PyObject* meta_item(const Node& n, PyObject* key) {
@@ -444,6 +445,19 @@ PyObject* graph_python_code(PyObject* self, PyObject* args) {
                                                PyTuple_GET_ITEM(annotation_flags.get(), 2), nullptr));
     if (r.get() == Py_None) return std::nullopt;
     return display_text_owned(PyObject_Str(r.get()));
+  };
+  opts.hooks.descs = [](const Node& n) -> std::optional<std::vector<std::string>> {
+    PyObject* v = meta_item(n, static_key(g_key_desc, "desc"));
+    if (!v || v == Py_None) return std::nullopt;
+    std::vector<std::string> out;
+    if (n.op() != Op::Output) {
+      out.push_back(display_text_owned(PyObject_Str(v)));
+      return out;
+    }
+    Ref it = owned(PyObject_GetIter(v));
+    while (Ref item = Ref::steal(PyIter_Next(it.get()))) out.push_back(display_text_owned(PyObject_Str(item.get())));
+    if (PyErr_Occurred()) throw PythonError();
+    return out;
   };
   const bool want_additional = additional_meta != Py_None && check(PyObject_IsTrue(additional_meta)) == 1;
   opts.hooks.comment_parts = [want_additional, additional_meta](const Node& n) {

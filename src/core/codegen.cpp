@@ -605,7 +605,9 @@ class Generator {
   // register globals). The options colored (ANSI colors, Note [Constants in
   // generated code]), expanded_def (one parameter per line) and record_func
   // (profiler markers `_rf_<name> = ...RecordFunctionFast('## <index> ##')`
-  // around each call, `_rf` around the whole body) are 2.x's too; in
+  // around each call, `_rf` around the whole body) are 2.x's too (with
+  // expanded_def, hooks.descs comments a parameter, and the items of a
+  // returned list or tuple one per line, with node.meta["desc"]); in
   // Dialect::fx_1_13 they change nothing (torch.fx 1.13 has none of them).
   void emit_node(const Node& node) {
     std::string ann = node.type() ? " : " + type_repr(node.type()) : "";
@@ -623,7 +625,12 @@ class Generator {
         else if (raw.rfind("*", 0) == 0) raw.remove_prefix(1);
         if (!is_plain_name(raw)) refuse(node, "placeholder target", target);
         std::string def = args.empty() ? "" : " = " + arg_repr(args[0]);
-        free_vars_.push_back(target + ann + def);
+        std::string comment;
+        if (fx2_ && o_.expanded_def && o_.hooks.descs) {
+          std::optional<std::vector<std::string>> d = o_.hooks.descs(node);
+          if (d && !d->empty()) comment = "  # " + d->front();
+        }
+        free_vars_.push_back(target + ann + def + comment);
         std::string r(node_repr(&node));
         if (raw != r) emit(r + " = " + std::string(raw) + "\n");
         return;
@@ -715,9 +722,25 @@ class Generator {
         const Argument& out = args[0];
         if (o_.hooks.generate_output) {
           emit(o_.hooks.generate_output(out, [this](const Argument& a) { return repr(a); }));
-        } else {
-          emit("return " + arg_repr(out));
+          return;
         }
+        if (fx2_ && o_.expanded_def && o_.hooks.descs &&
+            (out.kind() == ArgKind::Tuple || out.kind() == ArgKind::List)) {
+          // One described item per line (items without a description are left out, as
+          // torch.fx 2.x's zip leaves them).
+          std::optional<std::vector<std::string>> d = o_.hooks.descs(node);
+          if (d) {
+            const bool tuple = out.kind() == ArgKind::Tuple;
+            std::string text = tuple ? "return (\n" : "return [\n";
+            const auto& items = out.items();
+            for (size_t i = 0; i < items.size() && i < d->size(); ++i)
+              text += "    " + arg_repr(items[i]) + ",  # " + (*d)[i] + "\n";
+            text += tuple ? ")" : "]";
+            emit(std::move(text));
+            return;
+          }
+        }
+        emit("return " + arg_repr(out));
         return;
       }
       case Op::Root: return;

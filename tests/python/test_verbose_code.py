@@ -243,3 +243,22 @@ def test_generic_annotations_as_torch_fx(annotation):
         codes.append(g.python_code('self'))
     assert codes[1].src == codes[0].src
     assert {k: v for k, v in codes[1].globals.items()} == {k: v for k, v in codes[0].globals.items()}
+
+
+@needs2
+@pytest.mark.parametrize('out_kind', ['tuple', 'list', 'single'])
+def test_expanded_def_descriptions_as_torch_fx(out_kind):
+    """node.meta["desc"] (AOTAutograd's descriptors) comments a parameter and each returned item
+    in expanded_def code."""
+    texts = []
+    for lib in (tfx, fxcpp):
+        g = lib.Graph()
+        x = g.placeholder('x')
+        x.meta['desc'] = 'PlainAOTInput(idx=0)'
+        y = g.placeholder('y', default_value=3)
+        y.meta['desc'] = ('#', 1)
+        z = g.call_function(torch.add, (x, y))
+        out = {'tuple': (z, x, 2), 'list': [z, x], 'single': z}[out_kind]
+        g.output(out).meta['desc'] = ['out0', 'out1']
+        texts.append(g.python_code('self', verbose=True, expanded_def=True, colored=True).src)
+    assert texts[1] == texts[0]

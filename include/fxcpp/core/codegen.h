@@ -54,6 +54,11 @@ struct CodegenHooks {
   /// additional_meta keys it has, and " Annotation: {...}" / recompute
   /// information from its metadata; empty strings when none.
   std::function<std::pair<std::string, std::string>(const Node&)> comment_parts;
+  /// expanded_def, Dialect::fx_2: the text of node.meta["desc"], nullopt when
+  /// it has none: one entry for a placeholder (its parameter's comment), one
+  /// per described item for the output (the comments of a list or tuple
+  /// returned one item per line).
+  std::function<std::optional<std::vector<std::string>>(const Node&)> descs;
 };
 
 struct PythonCodeOptions {
