@@ -7,6 +7,10 @@ differences:
   Python 3.11+ (instruction lookup by byte offset instead of ``f_lasti // 2``).
 * ``create_proxy``/``create_arg`` take a fast path when a Tracer subclass does
   not override the corresponding hooks.
+
+On torch 2.x the tracer also keeps torch.fx 2.x's tracing metadata (scopes,
+``nn_module_stack``, stack traces recorded at node creation; Note [Tracing
+metadata]).
 """
 import collections
 import copy
