@@ -45,7 +45,8 @@ from . import _C, _torch_compat
 from .graph import _PyTreeCodeGen, _PyTreeInfo, Graph
 from .graph_module import GraphModule
 from .node import Argument, base_types, map_aggregate
-from .proxy import ParameterProxy, Proxy, TracerBase, compatibility, _library_create_args
+from .proxy import ParameterProxy, Proxy, Scope, ScopeContextManager, TracerBase, compatibility, _library_create_args
+from .proxy import _RECORDS_META
 
 HAS_VARSTUFF = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
 
@@ -212,6 +213,34 @@ class Tracer(TracerBase):
         self.param_shapes_constant = param_shapes_constant
 
         self.submodule_paths: Optional[Dict[torch.nn.Module, str]] = None
+        if _RECORDS_META:  # Note [Tracing metadata] (fxcpp/proxy.py)
+            self.root_module_name: str = ""
+            self.scope = Scope("", None)
+            self.module_stack = collections.OrderedDict()
+            self.num_calls: Dict[str, int] = {}
+            self.node_name_to_scope: Dict[str, Tuple[str, type]] = {}
+
+    # torch.fx 2.x: prefix -> next number to try, shared by all tracers (get_fresh_qualname).
+    _qualname_counter: Dict[str, int] = collections.defaultdict(int)
+
+    @compatibility(is_backward_compatible=True)
+    def get_fresh_qualname(self, prefix: str) -> str:
+        """A name ``<prefix><i>`` that ``self.root`` has no attribute of (torch.fx 2.x). The search
+        starts at 0 when the root has no ``<prefix>0`` (and the counter restarts there), else where
+        the last search for this prefix ended, in any tracer: which number a constant gets depends
+        on what was traced before, as in torch.fx."""
+        qualname = f"{prefix}0"
+        if not hasattr(self.root, qualname):
+            self._qualname_counter[prefix] = 0
+            return qualname
+        i = self._qualname_counter[prefix]
+        while True:
+            qualname = f"{prefix}{i}"
+            i += 1
+            if not hasattr(self.root, qualname):
+                break
+        self._qualname_counter[prefix] = i
+        return qualname
 
     # -- per-trace identity caches -------------------------------------------
 
@@ -278,7 +307,11 @@ class Tracer(TracerBase):
         if isinstance(a, (torch.Tensor, ScriptObject)):
             qualname: Optional[str] = self.tensor_attrs.get(a)
 
-            if not qualname:
+            if not qualname and _RECORDS_META:
+                qualname = self.get_fresh_qualname("_tensor_constant")
+                self.tensor_attrs[a] = qualname
+                setattr(self.root, qualname, a)
+            elif not qualname:
                 # Names below the last one handed out for this root are taken,
                 # so resume the search there instead of at 0.
                 root = self.root
@@ -298,12 +331,15 @@ class Tracer(TracerBase):
         if type(a) in _proxyable_classes:
             # Proxyable-class object created outside the trace: store it on the root as a
             # constant and reference it with get_attr.
-            i = 0
-            while True:
-                qualname = f"_{a.__class__.__name__}_constant_{i}"
-                if not hasattr(self.root, qualname):
-                    break
-                i += 1
+            if _RECORDS_META:
+                qualname = self.get_fresh_qualname(f"_{a.__class__.__name__}_constant_")
+            else:
+                i = 0
+                while True:
+                    qualname = f"_{a.__class__.__name__}_constant_{i}"
+                    if not hasattr(self.root, qualname):
+                        break
+                    i += 1
             setattr(self.root, qualname, a)
 
             return self.create_node("get_attr", qualname, (), {})
@@ -368,9 +404,29 @@ class Tracer(TracerBase):
             args, kwargs: arguments of the call.
         """
         module_qualified_name = self.path_of_module(m)
+        if _RECORDS_META:
+            return self._call_module_in_scope(m, module_qualified_name, forward, args, kwargs)
         if not self.is_leaf_module(m, module_qualified_name):
             return forward(*args, **kwargs)
         return self.create_proxy("call_module", module_qualified_name, args, kwargs)
+
+    def _call_module_in_scope(self, m, module_qualified_name, forward, args, kwargs):
+        """torch.fx 2.x's call_module (Note [Tracing metadata]): the call runs with ``scope`` set to
+        the module and its entry pushed on ``module_stack`` (keyed ``path@k`` on the k-th repeated
+        call of the same path)."""
+        with ScopeContextManager(self.scope, Scope(module_qualified_name, type(m))) as scope:
+            num_calls = self.num_calls.get(module_qualified_name, 0)
+            module_key = f"{scope.module_path}@{num_calls}" if num_calls > 0 else scope.module_path
+            self.module_stack[module_key] = (module_qualified_name, scope.module_type)
+            self.num_calls[module_qualified_name] = num_calls + 1
+            if not self.is_leaf_module(m, module_qualified_name):
+                ret_val = forward(*args, **kwargs)
+            else:
+                ret_val = self.create_proxy("call_module", module_qualified_name, args, kwargs)
+            key, _ = self.module_stack.popitem(last=True)
+            if key != module_key:
+                raise AssertionError(f"Unexpected key {key}, expected {module_key}")
+        return ret_val
 
     @compatibility(is_backward_compatible=False)
     def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: Dict[str, Any]):

@@ -211,3 +211,71 @@ def register_dynamo_backend(name, fn, import_dynamo=False) -> bool:
 #: torch.export.save writes .pt2 archives (torch 2.5 on; fxcpp reads and writes schema 8.x,
 #: what 2.14.1 writes). None where the installed torch has no torch.export.save.
 EXPORT_SAVE = getattr(getattr(torch, 'export', None), 'save', None) if TORCH_VERSION >= (2, 5) else None
+
+#: torch.fx 2.x's tracer keeps node.meta while tracing (Note [Tracing metadata] in
+#: fxcpp/proxy.py): every node created inside a submodule's forward gets
+#: meta["nn_module_stack"], the tracer keeps scope/module_stack/num_calls/node_name_to_scope,
+#: a stack trace (record_stack_traces) is recorded when the node is created, from the first
+#: `forward` frame on, and constants are named through Tracer.get_fresh_qualname. torch.fx
+#: 1.13 records none of it and takes the stack trace from the innermost user frame outwards.
+TRACER_RECORDS_META = FX_DIALECT == '2'
+
+
+def tracer_uninteresting_files():
+    """Files whose frames torch.fx 2.x leaves out of a recorded stack trace (its own tracing and
+    compiler internals): torch's list (frozen set of paths, computed once by torch)."""
+    from torch.fx.experimental.symbolic_shapes import uninteresting_files
+    return uninteresting_files()
+
+
+def tracer_stack_trace_anchors():
+    """(filename, co_name) pairs torch.fx 2.x keeps in a forward-only stack trace (annotate_fn
+    registers them); an empty set where torch has none."""
+    import torch.fx.proxy as fx_proxy
+    return getattr(fx_proxy, '_STACK_TRACE_ANCHORS', frozenset())
+
+
+#: torch.fx 2.x's verbose-code vocabulary (Note [Verbose annotations] in src/core/codegen.cpp):
+#: dtype -> "f32"-style abbreviation, and how a device is written (2.14: without the current
+#: accelerator's index under compile_on_one_rank). Empty / str on 1.13, which writes no annotations.
+FX_DTYPE_ABBRS = getattr(__import__('torch.fx.graph', fromlist=['graph']), 'dtype_abbrs', {})
+
+
+def fx_device_annotation(device):
+    import torch.fx.node as fx_node
+    fn = getattr(fx_node, '_device_annotation', None)
+    return fn(device) if fn is not None else str(device)
+
+
+def fx_sym_repr(value):
+    """torch.fx 2.x's CodeGen._sym_repr (print_readable(fast_sympy_print=True) overrides it)."""
+    return torch.fx.graph.CodeGen._sym_repr(value)
+
+
+def fx_sym_types():
+    """The symbolic scalar types (SymInt, SymFloat, SymBool) torch.fx 2.x annotates as Sym(...)."""
+    try:
+        from torch.fx.experimental.proxy_tensor import py_sym_types
+        return py_sym_types
+    except ImportError:
+        return ()
+
+
+def fx_override_sym_repr(fn):
+    """Context manager that makes fx_sym_repr use `fn` (torch.fx 2.x's fast_sympy_print)."""
+    import torch.fx.graph_module as fx_gm
+    return fx_gm._override_sym_repr(fn)
+
+
+#: torch.fx 2.x's print_readable titles a child GraphModule's class with the child's attribute
+#: name; torch.fx 1.13 with its class name (_get_name()).
+PRINT_READABLE_CHILD_BY_NAME = FX_DIALECT == '2'
+
+#: python_code's keyword options: verbose on 1.13; 2.x adds include_stride, include_device,
+#: colored, expanded_def, record_func and additional_meta (and FX_GRAPH_SHOW_STRIDE/DEVICE).
+PYTHON_CODE_2X_OPTIONS = FX_DIALECT == '2'
+
+#: A generic annotation's origin in generated code: torch.fx 1.13 spells `list`, `dict`, ... as
+#: typing.List, typing.Dict, ... whatever the annotation; 2.x only for typing's own generics
+#: (typing.Dict[str, int]) and writes a builtin generic (dict[str, int]) as it is.
+TYPING_ORIGINS_FOR_TYPING_GENERICS_ONLY = FX_DIALECT == '2'

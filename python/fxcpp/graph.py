@@ -9,8 +9,11 @@ import builtins
 import contextlib
 import copy
 import copyreg
+import enum
 import inspect
 import math
+import os
+import typing
 import warnings
 from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Set, Tuple,
@@ -148,10 +151,20 @@ class CodeGen(object):
     def __init__(self):
         self._body_transformer: Optional[TransformCodeFunc] = None
 
-    def gen_fn_def(self, free_vars: List[str], maybe_return_annotation: str) -> str:
-        """Header line of the generated function; ``self`` is prepended to ``free_vars`` if missing."""
+    def gen_fn_def(self, free_vars: List[str], maybe_return_annotation: str, *, expanded_def: bool = False) -> str:
+        """Header line of the generated function; ``self`` is prepended to ``free_vars`` if missing.
+        expanded_def (torch.fx 2.x): one parameter per line, text after a '#' as its comment."""
         if not free_vars or free_vars[0] != 'self':
             free_vars.insert(0, 'self')
+        if expanded_def:
+            lines = []
+            for arg in free_vars:
+                if '#' in arg:
+                    arg_part, comment = arg.split('#', 1)
+                    lines.append(f'    {arg_part.rstrip()},  # {comment.lstrip()}\n')
+                else:
+                    lines.append(f'    {arg},\n')
+            return f"def forward(\n{''.join(lines)}){maybe_return_annotation}:"
         return f"def forward({', '.join(free_vars)}){maybe_return_annotation}:"
 
     def generate_output(self, output_args: Argument) -> str:
@@ -355,11 +368,31 @@ class Graph(*_torch_compat.graph_bases(_C.GraphBase)):
     def output(self, result: 'Argument', type_expr: Optional[Any] = None):
         return self.create_node(op='output', target='output', args=(result,), type_expr=type_expr)
 
-    @compatibility(is_backward_compatible=True)
-    def python_code(self, root_module: str, *, verbose: bool = False) -> PythonCode:
-        """Python source (and globals) of a ``forward`` equivalent to this graph."""
-        src, globals_ = self._python_code(root_module, verbose, self._codegen)
-        return PythonCode(src, globals_)
+    if _torch_compat.PYTHON_CODE_2X_OPTIONS:
+        @compatibility(is_backward_compatible=True)
+        def python_code(self, root_module: str, *, verbose: bool = False, include_stride: bool = False,
+                        include_device: bool = False, colored: bool = False, expanded_def: bool = False,
+                        record_func: bool = False, additional_meta: Optional[List[str]] = None) -> PythonCode:
+            """Python source (and globals) of a ``forward`` equivalent to this graph.
+
+            verbose adds a comment per stack trace and annotates values from their metadata
+            (``x: "f32[2, 4]"``; with strides and devices when asked, or when the environment sets
+            FX_GRAPH_SHOW_STRIDE / FX_GRAPH_SHOW_DEVICE to 1); colored writes ANSI colors,
+            expanded_def one parameter per line, record_func profiler markers, additional_meta
+            the named meta entries in the comments (Note [Verbose annotations]).
+            """
+            include_stride = include_stride or os.environ.get("FX_GRAPH_SHOW_STRIDE", "0") == "1"
+            include_device = include_device or os.environ.get("FX_GRAPH_SHOW_DEVICE", "0") == "1"
+            src, globals_ = self._python_code(root_module, verbose, self._codegen, include_stride, include_device,
+                                              colored, expanded_def, record_func,
+                                              list(additional_meta) if additional_meta else None)
+            return PythonCode(src, globals_)
+    else:
+        @compatibility(is_backward_compatible=True)
+        def python_code(self, root_module: str, *, verbose: bool = False) -> PythonCode:
+            """Python source (and globals) of a ``forward`` equivalent to this graph."""
+            src, globals_ = self._python_code(root_module, verbose, self._codegen)
+            return PythonCode(src, globals_)
 
     @compatibility(is_backward_compatible=True)
     def print_tabular(self):
@@ -483,8 +516,116 @@ def _target_info(obj):
     return (name, qualified, pretty, operator_name, reference, impure)
 
 
-def _origin_type(origin):
+def _origin_type(origin, annotation=None):
+    """The class generated code names for a generic annotation's origin: `typing.List` for `list`
+    (and the like), for every generic on torch.fx 1.13, for typing's own (pre-PEP 585) generics
+    only on 2.x, which writes `dict[str, int]` as it is."""
+    if _torch_compat.TYPING_ORIGINS_FOR_TYPING_GENERICS_ONLY and not isinstance(annotation, typing._GenericAlias):
+        return origin
     return _origin_type_map.get(origin, origin)
+
+
+_OP_TYPES = tuple(t for t in (getattr(torch._ops, 'OpOverload', None), getattr(torch._ops, 'HigherOrderOperator', None))
+                  if t is not None)
+
+
+def _code_repr(arg):
+    """How torch.fx 2.x's generated code writes a constant the core does not represent (Note
+    [Constants in generated code], src/core/codegen.cpp): ('global', name hint, object, suffix),
+    ('complex', real, imag), ('text', text) or ('plain', repr) (blue in colored code)."""
+    if _OP_TYPES and isinstance(arg, _OP_TYPES):
+        return ('global', _get_qualified_name(arg), arg, '')
+    if isinstance(arg, enum.Enum):
+        cls = arg.__class__
+        return ('global', cls.__name__, cls, f'.{arg.name}')
+    if isinstance(arg, complex):
+        if arg.real == 0.0 or arg.imag == 0.0 or not math.isfinite(arg.real) or not math.isfinite(arg.imag):
+            return ('complex', repr(arg.real), repr(arg.imag))  # repr(complex) would not read back
+        return ('plain', repr(arg))
+    if isinstance(arg, torch.Tensor):
+        return ('text', f"torch.Tensor(size={list(arg.size())}, dtype={str(arg.dtype).split('.')[-1]})")
+    return ('plain', repr(arg))
+
+
+def _color(code):
+    return lambda s: f'{code}{s}\033[0m'
+
+
+def _no_color(s):
+    return s
+
+
+def _shape_text(shape):
+    return f"[{', '.join([str(x) for x in shape])}]"
+
+
+def _meta_annotation(meta_val, include_stride, include_device, colored):
+    """The annotation torch.fx 2.x's verbose code writes for a value described by ``meta_val``
+    (node.meta's "val", "tensor_meta" or "example_value"), or None (Note [Verbose annotations])."""
+    if colored:
+        red, blue, dim_blue, dim_green = (_color('\033[31m'), _color('\033[34m'), _color('\033[2m\033[34m'),
+                                          _color('\033[2m\033[32m'))
+    else:
+        red = blue = dim_blue = dim_green = _no_color
+    if isinstance(meta_val, torch.Tensor) and meta_val.layout not in (torch.sparse_csc, torch.sparse_csr):
+        stride = _shape_text(meta_val.stride()) if include_stride else ''
+        device = _torch_compat.fx_device_annotation(meta_val.device) if include_device else ''
+        core = (f'{red(_torch_compat.FX_DTYPE_ABBRS[meta_val.dtype])}{blue(_shape_text(meta_val.shape))}'
+                f'{dim_blue(stride)}{dim_green(device)}')
+        fake = getattr(getattr(torch, '_subclasses', None), 'FakeTensor', None)
+        if type(meta_val) is torch.Tensor or (fake is not None and isinstance(meta_val, fake)):
+            return core
+        cls = meta_val.__class__.__name__
+        spec = getattr(meta_val, '_spec', None)
+        if cls == 'DTensor' and spec is not None and type(meta_val).__module__.startswith('torch.distributed'):
+            from torch.distributed.tensor._api import DTensorSpec
+            return f'{cls}({core}, {dim_green(DTensorSpec.format_shard_order_str(spec.placements, spec.shard_order))})'
+        return f'{cls}({core})'
+    sym_types = _torch_compat.fx_sym_types()
+    if sym_types and isinstance(meta_val, sym_types):
+        return f'Sym({_torch_compat.fx_sym_repr(meta_val)})'
+    from torch.fx.passes.shape_prop import TensorMetadata
+    if isinstance(meta_val, TensorMetadata):
+        return f'{_torch_compat.FX_DTYPE_ABBRS[meta_val.dtype]}{_shape_text(meta_val.shape)}'
+    return None
+
+
+def _comment_parts(meta, additional_meta):
+    """(prefix, middle) of a verbose-code comment `<prefix>#<middle> <stack trace summary>` in
+    torch.fx 2.x: the additional_meta entries the node has, its "custom" annotation (values cut at
+    40 characters) and its recompute / activation-checkpoint tags."""
+    prefix = ''
+    if additional_meta:
+        parts = [f'{key}: {meta[key]}' for key in additional_meta if key in meta]
+        if parts:
+            prefix = f"# {', '.join(parts)} "
+    middle = ''
+    annotation = meta.get('custom', {})
+    if annotation:
+        trunc = {}
+        for key, value in annotation.items():
+            text = str(value)
+            trunc[key] = text[:40] + '...' if len(text) > 40 else value
+        middle = f' Annotation: {trunc}'
+    if meta:
+        recompute, ac_graph_id = meta.get('recompute', None), meta.get('ac_graph_id', None)
+        if recompute is not None and ac_graph_id is not None:
+            middle += f' ac_graph_id: {str(ac_graph_id)} - {str(recompute.name)}'
+        elif recompute is not None:
+            middle += f' recompute: {str(recompute.name)}'
+        elif ac_graph_id is not None:
+            middle += f' ac_graph_id: {str(ac_graph_id)}'
+    return prefix, middle
+
+
+def _keyword_params(fn):
+    """The parameter names ``fn`` accepts by keyword (torch.fx 2.x passes a codegen override only
+    the options its signature names)."""
+    try:
+        return [name for name, p in inspect.signature(fn).parameters.items()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):
+        return []
 
 
 def _helper_table():
@@ -504,6 +645,10 @@ def _helper_table():
         '_NodeRef': _NodeRef,
         'CodeGen': CodeGen,
         'wrap': wrap,
+        '_code_repr': _code_repr,
+        '_meta_annotation': _meta_annotation,
+        '_comment_parts': _comment_parts,
+        '_keyword_params': _keyword_params,
     }
 
 

@@ -16,6 +16,7 @@ Behaviour mirrors ``torch.fx.graph_module`` (1.13.1).  Implementation notes:
   generated program therefore raises on first use rather than in
   ``recompile``.  Set ``_LAZY_FORWARD = False`` for torch.fx's eager timing.
 """
+import contextlib
 import copy
 import linecache
 import os
@@ -631,22 +632,37 @@ class {module_name}(torch.nn.Module):
         """
         Return (and by default print) the verbose generated code of this module and
         of its GraphModule children. torch.fx 1.13 returns None when it prints, 2.x the text
-        (_torch_compat.PRINT_READABLE_RETURNS_TEXT). The 2.x options that change the text
-        (colored, expanded_def) are not written yet and raise NotImplementedError; the ones that
-        only add tensor annotations from ``node.meta`` are accepted and add nothing yet (issue 23).
+        (_torch_compat.PRINT_READABLE_RETURNS_TEXT). The options are torch.fx 2.x's (Note
+        [Verbose annotations]): strides and devices in the metadata annotations, ANSI colors,
+        one parameter per line (this module only), the named meta entries in the comments, and
+        fast_sympy_print (symbolic sizes printed by torch._inductor's faster printer); on 1.13
+        they change nothing, as torch.fx 1.13 has none of them.
         """
-        if colored or expanded_def:
-            raise NotImplementedError("fxcpp's print_readable does not write colored=True or expanded_def=True "
-                                      "code yet (issue 23): call it without them")
-        module_code = self._graph.python_code(root_module='self', verbose=True).src
-        module_code = module_code.lstrip('\n')
-        module_code = f"class {self._get_name()}(torch.nn.Module):\n" + module_code
+        with contextlib.ExitStack() as stack:
+            if fast_sympy_print and _torch_compat.PYTHON_CODE_2X_OPTIONS:
+                from torch._inductor.utils import sympy_str
+                stack.enter_context(_torch_compat.fx_override_sym_repr(lambda expr: sympy_str(expr.node.expr)))
+            return self._print_readable(self._get_name(), print_output, include_stride, include_device, colored,
+                                        expanded_def, additional_meta)
+
+    def _print_readable(self, module_name, print_output, include_stride, include_device, colored, expanded_def,
+                        additional_meta):
+        if _torch_compat.PYTHON_CODE_2X_OPTIONS:
+            code = self._graph.python_code(root_module='self', verbose=True, include_stride=include_stride,
+                                           include_device=include_device, colored=colored,
+                                           expanded_def=expanded_def, additional_meta=additional_meta)
+        else:
+            code = self._graph.python_code(root_module='self', verbose=True)
+        module_code = code.src.lstrip('\n')
+        module_code = f"class {module_name}(torch.nn.Module):\n" + module_code
         module_code = _addindent(module_code, 4)
 
         submodule_code_list = [""]
-        for submodule in self.children():
+        for name, submodule in self.named_children():
             if isinstance(submodule, GraphModule):
-                submodule_code_list.append(submodule.print_readable(print_output=False))
+                child_name = name if _torch_compat.PRINT_READABLE_CHILD_BY_NAME else submodule._get_name()
+                submodule_code_list.append(submodule._print_readable(
+                    child_name, False, include_stride, include_device, colored, False, additional_meta))
         submodule_code = _addindent("\n".join(submodule_code_list), 4)
 
         output = module_code + submodule_code

@@ -7,8 +7,15 @@ differences:
   Python 3.11+ (instruction lookup by byte offset instead of ``f_lasti // 2``).
 * ``create_proxy``/``create_arg`` take a fast path when a Tracer subclass does
   not override the corresponding hooks.
+
+On torch 2.x the tracer also keeps torch.fx 2.x's tracing metadata (scopes,
+``nn_module_stack``, stack traces recorded at node creation; Note [Tracing
+metadata]).
 """
+import collections
+import copy
 import dis
+import os
 
 import torch.fx.proxy as _torch_fx_proxy
 import inspect
@@ -33,9 +40,14 @@ _DICT_TYPES = frozenset((dict, _immutable_dict))
 from torch.fx.operator_schemas import check_for_mutable_operation
 
 from ._compatibility import compatibility
+from . import _torch_compat
 from . import traceback as fx_traceback
 
-__all__ = ['TracerBase', 'GraphAppendingTracer', 'TraceError', 'Proxy', 'Attribute', 'ParameterProxy']
+__all__ = ['TracerBase', 'GraphAppendingTracer', 'TraceError', 'Proxy', 'Attribute', 'ParameterProxy',
+           'Scope', 'ScopeContextManager']
+
+# torch.fx 2.x's tracing bookkeeping is on (Note [Tracing metadata]).
+_RECORDS_META = _torch_compat.TRACER_RECORDS_META
 
 
 # ---------------------------------------------------------------------------
@@ -160,6 +172,119 @@ def _current_instruction(frame):
 
 
 # ---------------------------------------------------------------------------
+# Scopes and tracing metadata (torch.fx 2.x)
+# ---------------------------------------------------------------------------
+
+@compatibility(is_backward_compatible=False)
+class Scope:
+    """The module a node was traced in: its path below the root (``""`` for the root) and
+    its type (None for the root). ``Tracer.scope`` holds the current one while tracing and
+    ``Tracer.node_name_to_scope`` records it per node name (torch.fx 2.x)."""
+
+    def __init__(self, module_path: str, module_type: Any):
+        super().__init__()
+        self.module_path = module_path
+        self.module_type = module_type
+
+
+@compatibility(is_backward_compatible=False)
+class ScopeContextManager:
+    """Sets ``scope`` (in place) to ``current_scope``'s path and type for a ``with`` block and
+    restores the previous ones when it ends."""
+
+    def __init__(self, scope: Scope, current_scope: Scope):
+        super().__init__()
+        self._prev_scope = copy.copy(scope)
+        scope.module_path = current_scope.module_path
+        scope.module_type = current_scope.module_type
+        self._scope = scope
+
+    def __enter__(self):
+        return self._scope
+
+    def __exit__(self, *args):
+        self._scope.module_path = self._prev_scope.module_path
+        self._scope.module_type = self._prev_scope.module_type
+
+
+# Note [Tracing metadata]
+# ~~~~~~~~~~~~~~~~~~~~~~~
+# torch.fx 2.x (_torch_compat.TRACER_RECORDS_META) keeps metadata while it
+# traces, at node creation (TracerBase.create_node, and the create_proxy fast
+# path that skips it):
+# * node_name_to_scope[name] = (scope.module_path, scope.module_type);
+# * node.meta["nn_module_stack"]: a copy (an OrderedDict) of the tracer's
+#   module_stack when it is not empty, i.e. for every node created while a
+#   submodule is being called -- the leaf's own call_module node included.
+#   Tracer.call_module pushes "path" -> (path, type) around the call, keyed
+#   "path@k" on the k-th repeated call of the same module;
+# * node.meta["stack_trace"] when record_stack_traces is set: the Python
+#   stack from the first frame named `forward` on, without the frames of
+#   torch's tracing and compiler internals (torch's uninteresting_files()) and
+#   of fxcpp's own package, formatted by traceback without column carets.
+#   torch.fx 2.14 keeps its own torch/fx/proxy.py frames (create_node,
+#   create_proxy, __torch_function__) at the end of that text; fxcpp's
+#   equivalent frames are its own files, which point nowhere useful, so fxcpp's
+#   text is torch.fx's without those trailing frames (the tests compare it so),
+#   and verbose code summarizes it by the user's innermost line.
+# Under fxcpp.traceback.preserve_node_meta() (where it exists) the current
+# meta's fields are copied instead of the module stack, as torch.fx 2.x does.
+# torch.fx 1.13 records none of this; its stack trace (create_proxy) walks out
+# from the innermost user frame.
+
+_FXCPP_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_uninteresting = None
+
+
+def _is_uninteresting(filename: str) -> bool:
+    global _uninteresting
+    if _uninteresting is None:
+        _uninteresting = frozenset(_torch_compat.tracer_uninteresting_files())
+    return filename in _uninteresting or filename.startswith(_FXCPP_DIR)
+
+
+def _captured_stack_summary(depth: int) -> traceback.StackSummary:
+    """The Python stack above the caller's caller (``depth`` frames up), outermost first,
+    without column positions (no carets when formatted); lines are read lazily."""
+    frames = []
+    f = sys._getframe(depth + 1)
+    while f is not None:
+        frames.append(traceback.FrameSummary(f.f_code.co_filename, f.f_lineno, f.f_code.co_name,
+                                             lookup_line=False))
+        f = f.f_back
+    frames.reverse()
+    return traceback.StackSummary.from_list(frames)
+
+
+def _record_meta_2x(tracer, node, depth):
+    """Note [Tracing metadata]: the bookkeeping torch.fx 2.x does for a node it creates."""
+    name_to_scope = getattr(tracer, 'node_name_to_scope', None)
+    scope = getattr(tracer, 'scope', None)
+    if name_to_scope is not None and scope is not None:
+        name_to_scope[node.name] = (scope.module_path, scope.module_type)
+    has_preserved = getattr(fx_traceback, 'has_preserved_node_meta', None)
+    if has_preserved is not None and has_preserved():
+        current = fx_traceback.get_current_meta()
+        stack_trace = current.get('stack_trace')
+        if stack_trace:
+            node.stack_trace = stack_trace
+        for field in getattr(fx_traceback, '_COPY_META_FIELDS', _torch_fx_proxy.__dict__.get('_COPY_META_FIELDS', ())):
+            if field in current:
+                node.meta[field] = copy.copy(current[field])
+    else:
+        stack = getattr(tracer, 'module_stack', None)
+        if stack:
+            node.meta['nn_module_stack'] = (collections.OrderedDict(stack) if type(stack) is collections.OrderedDict
+                                            else copy.copy(stack))
+    if tracer.record_stack_traces and not node.meta.get('stack_trace'):
+        summary = _captured_stack_summary(depth + 1)
+        if summary:
+            summary = tracer._filter_traceback_frames(summary)
+            if summary:
+                node.stack_trace = ''.join(summary.format()).strip()
+
+
+# ---------------------------------------------------------------------------
 # TracerBase
 # ---------------------------------------------------------------------------
 
@@ -167,6 +292,8 @@ def _current_instruction(frame):
 class TracerBase:
     graph: Graph
     record_stack_traces: bool = False
+    # torch.fx 2.x: record only the frames of `forward` functions (Note [Tracing metadata]).
+    _record_forward_stack_traces_only: bool = False
     # Opt-in switches: check call_function targets against mutable schemas,
     # record ``assert proxy`` statements, and return proxies for buffer reads.
     check_mutable_operations: bool = False
@@ -187,7 +314,29 @@ class TracerBase:
         if kind == 'call_function' and self.check_mutable_operations:
             check_for_mutable_operation(target, args, kwargs)
 
-        return self.graph.create_node(kind, target, args, kwargs, name, type_expr)
+        node = self.graph.create_node(kind, target, args, kwargs, name, type_expr)
+        if _RECORDS_META:
+            _record_meta_2x(self, node, 1)
+        return node
+
+    def _filter_traceback_frames(self, user_stack_summary: traceback.StackSummary) -> traceback.StackSummary:
+        """The frames of ``user_stack_summary`` (outermost first) that a recorded stack trace keeps
+        (torch.fx 2.x; Note [Tracing metadata]): those of ``forward`` functions (and registered
+        anchors) when ``_record_forward_stack_traces_only`` is set, else all from the first
+        ``forward`` frame on (none without one); then without torch's and fxcpp's internal files.
+        Override to choose other frames."""
+        if self._record_forward_stack_traces_only:
+            anchors = _torch_compat.tracer_stack_trace_anchors()
+            frames = [f for f in user_stack_summary
+                      if f.name == 'forward' or f.filename.endswith('torch/__init__.py')
+                      or (f.filename, f.name) in anchors]
+        else:
+            frames = []
+            for i, f in enumerate(user_stack_summary):
+                if f.name == 'forward':
+                    frames = list(user_stack_summary)[i:]
+                    break
+        return traceback.StackSummary.from_list([f for f in frames if not _is_uninteresting(f.filename)])
 
     @compatibility(is_backward_compatible=True)
     def proxy(self, node: Node) -> 'Proxy':
@@ -226,6 +375,8 @@ class TracerBase:
             if kind == 'call_function' and self.check_mutable_operations:
                 check_for_mutable_operation(target, args_, kwargs_)
             node = self.graph.create_node(kind, target, args_, kwargs_, name, type_expr)
+            if _RECORDS_META:
+                _record_meta_2x(self, node, 1)
         else:
             node = self.create_node(kind, target, args_, kwargs_, name, type_expr)
 
@@ -236,8 +387,11 @@ class TracerBase:
         else:
             proxy = self.proxy(node)
 
-        # Attach a stack trace to the node when requested.
-        if fx_traceback.is_stack_trace_overridden():
+        # Attach a stack trace to the node when requested (torch.fx 1.13; 2.x records it in
+        # create_node, Note [Tracing metadata]).
+        if _RECORDS_META:
+            pass
+        elif fx_traceback.is_stack_trace_overridden():
             stacks = fx_traceback.format_stack()
             proxy.node.stack_trace = '\n'.join(reversed(stacks))
         elif self.record_stack_traces:
@@ -350,6 +504,10 @@ class GraphAppendingTracer(TracerBase):
     def __init__(self, graph: Graph):
         super().__init__()
         self.graph = graph
+        if _RECORDS_META:  # Note [Tracing metadata]
+            self.scope = Scope("", None)
+            self.module_stack = collections.OrderedDict()
+            self.node_name_to_scope = {}
 
 
 @compatibility(is_backward_compatible=False)

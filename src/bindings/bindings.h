@@ -132,13 +132,17 @@ struct Helpers {
   PyObject* target_info = nullptr;       ///< _target_info(callable) -> 6-tuple of per-callable facts
   PyObject* bad_target = nullptr;        ///< _bad_target(graph, op, target, ...): raises torch.fx's error
   PyObject* module_is_impure = nullptr;  ///< _module_is_impure(node) -> bool
-  PyObject* origin_type = nullptr;       ///< _origin_type(origin) -> type
+  PyObject* origin_type = nullptr;       ///< _origin_type(origin, annotation) -> type
   PyObject* snake_case = nullptr;        ///< _snake_case(name) -> str, for non-ASCII names
   PyObject* assertion_message = nullptr; ///< _assertion_message(kind, value) -> str | None (torch.fx's wording)
   PyObject* copy = nullptr;              ///< copy.copy (node meta of copied graphs)
   PyObject* node_ref = nullptr;          ///< _NodeRef, the pickled form of a node reference
   PyObject* codegen = nullptr;           ///< CodeGen, the base of graph codegens
   PyObject* wrap = nullptr;              ///< torch.fx's wrap, bound in generated code
+  PyObject* code_repr = nullptr;         ///< _code_repr(obj) -> (kind, ...): a constant in 2.x generated code
+  PyObject* meta_annotation = nullptr;   ///< _meta_annotation(value, stride, device, colored) -> str | None
+  PyObject* comment_parts = nullptr;     ///< _comment_parts(meta, additional_meta) -> (prefix, middle)
+  PyObject* keyword_params = nullptr;    ///< _keyword_params(callable) -> names it accepts by keyword
 };
 /// The registered helpers. Throws PythonError (RuntimeError set) before the
 /// package registered them.

@@ -395,6 +395,14 @@ PyObject* static_key(PyObject*& slot, const char* text) {
 }
 PyObject* g_key_is_wrapped = nullptr;
 PyObject* g_key_stack_trace = nullptr;
+PyObject* g_key_val = nullptr;
+PyObject* g_key_tensor_meta = nullptr;
+PyObject* g_key_example_value = nullptr;
+PyObject* g_key_custom = nullptr;
+PyObject* g_key_recompute = nullptr;
+PyObject* g_key_ac_graph_id = nullptr;
+PyObject* g_key_expanded_def = nullptr;
+PyObject* g_key_desc = nullptr;
 
 // The value of meta[key] (borrowed; null when absent or meta is not a dict).
 PyObject* meta_item(const Node& n, PyObject* key) {
@@ -405,16 +413,68 @@ PyObject* meta_item(const Node& n, PyObject* key) {
   return v;
 }
 
-// _python_code(root_module, verbose, codegen) -> (src, globals)
+// _python_code(root_module, verbose, codegen[, include_stride, include_device, colored, expanded_def,
+// record_func, additional_meta]) -> (src, globals)
 PyObject* graph_python_code(PyObject* self, PyObject* args) {
   PyObject* root_module;
   int verbose;
   PyObject* codegen;
-  if (!PyArg_ParseTuple(args, "OpO:_python_code", &root_module, &verbose, &codegen)) return nullptr;
+  int include_stride = 0, include_device = 0, colored = 0, expanded_def = 0, record_func = 0;
+  PyObject* additional_meta = Py_None;
+  if (!PyArg_ParseTuple(args, "OpO|pppppO:_python_code", &root_module, &verbose, &codegen, &include_stride,
+                        &include_device, &colored, &expanded_def, &record_func, &additional_meta))
+    return nullptr;
   Graph* g = graph_of(self);
   PythonCodeOptions opts;
   opts.root_module = utf8_string(root_module, "root_module");
   opts.verbose = verbose != 0;
+  opts.colored = colored != 0;
+  opts.expanded_def = expanded_def != 0;
+  opts.record_func = record_func != 0;
+  // Note [Verbose annotations]: the metadata's value (the first of val, tensor_meta and
+  // example_value the node has) is described by the Python helper.
+  Ref annotation_flags = owned(Py_BuildValue("(OOO)", include_stride ? Py_True : Py_False,
+                                             include_device ? Py_True : Py_False, colored ? Py_True : Py_False));
+  opts.hooks.meta_annotation = [&annotation_flags](const Node& n) -> std::optional<std::string> {
+    PyObject* v = meta_item(n, static_key(g_key_val, "val"));
+    if (!v) v = meta_item(n, static_key(g_key_tensor_meta, "tensor_meta"));
+    if (!v) v = meta_item(n, static_key(g_key_example_value, "example_value"));
+    if (!v) return std::nullopt;
+    Ref r = owned(PyObject_CallFunctionObjArgs(helpers().meta_annotation, v, PyTuple_GET_ITEM(annotation_flags.get(), 0),
+                                               PyTuple_GET_ITEM(annotation_flags.get(), 1),
+                                               PyTuple_GET_ITEM(annotation_flags.get(), 2), nullptr));
+    if (r.get() == Py_None) return std::nullopt;
+    return display_text_owned(PyObject_Str(r.get()));
+  };
+  opts.hooks.descs = [](const Node& n) -> std::optional<std::vector<std::string>> {
+    PyObject* v = meta_item(n, static_key(g_key_desc, "desc"));
+    if (!v || v == Py_None) return std::nullopt;
+    std::vector<std::string> out;
+    if (n.op() != Op::Output) {
+      out.push_back(display_text_owned(PyObject_Str(v)));
+      return out;
+    }
+    Ref it = owned(PyObject_GetIter(v));
+    while (Ref item = Ref::steal(PyIter_Next(it.get()))) out.push_back(display_text_owned(PyObject_Str(item.get())));
+    if (PyErr_Occurred()) throw PythonError();
+    return out;
+  };
+  const bool want_additional = additional_meta != Py_None && check(PyObject_IsTrue(additional_meta)) == 1;
+  opts.hooks.comment_parts = [want_additional, additional_meta](const Node& n) {
+    std::pair<std::string, std::string> parts;
+    auto* w = pynode_of(n.binding());
+    if (!w || !w->meta || !PyDict_Check(w->meta)) return parts;
+    if (!want_additional && !meta_item(n, static_key(g_key_custom, "custom")) &&
+        !meta_item(n, static_key(g_key_recompute, "recompute")) &&
+        !meta_item(n, static_key(g_key_ac_graph_id, "ac_graph_id")))
+      return parts;
+    Ref r = owned(PyObject_CallFunctionObjArgs(helpers().comment_parts, w->meta, additional_meta, nullptr));
+    PyObject *prefix, *middle;
+    if (!PyArg_ParseTuple(r.get(), "OO", &prefix, &middle)) throw PythonError();
+    parts.first = display_text_owned(PyObject_Str(prefix));
+    parts.second = display_text_owned(PyObject_Str(middle));
+    return parts;
+  };
   opts.hooks.is_wrapped = [](const Node& n) {
     PyObject* v = meta_item(n, static_key(g_key_is_wrapped, "is_wrapped"));
     return v && check(PyObject_IsTrue(v)) == 1;
@@ -433,7 +493,7 @@ PyObject* graph_python_code(PyObject* self, PyObject* args) {
   };
   opts.hooks.wrap_fn = borrow_obj(helpers().wrap);
 
-  Ref gen_fn_def, gen_out, add_globals, body_tf;
+  Ref gen_fn_def, gen_out, add_globals, body_tf, gen_fn_def_kw;
   if (codegen != Py_None) {
     gen_fn_def = method_if_overridden(codegen, "gen_fn_def");
     gen_out = method_if_overridden(codegen, "generate_output");
@@ -443,9 +503,17 @@ PyObject* graph_python_code(PyObject* self, PyObject* args) {
   }
   if (gen_fn_def && gen_fn_def.get() != Py_None) {
     PyObject* f = gen_fn_def.get();
-    opts.hooks.gen_fn_def = [f](std::vector<std::string>& free_vars, const std::string& ret) {
+    // torch.fx 2.x passes expanded_def to an override that takes it.
+    if (opts.expanded_def) {
+      Ref params = owned(PyObject_CallFunctionObjArgs(helpers().keyword_params, f, nullptr));
+      if (check(PySequence_Contains(params.get(), static_key(g_key_expanded_def, "expanded_def"))) == 1)
+        gen_fn_def_kw = owned(Py_BuildValue("{s:O}", "expanded_def", Py_True));
+    }
+    PyObject* kw = gen_fn_def_kw.get();
+    opts.hooks.gen_fn_def = [f, kw](std::vector<std::string>& free_vars, const std::string& ret) {
       Ref l = strings_to_list(free_vars);
-      Ref r = owned(PyObject_CallFunction(f, "Os#", l.get(), ret.data(), static_cast<Py_ssize_t>(ret.size())));
+      Ref a = owned(Py_BuildValue("(Os#)", l.get(), ret.data(), static_cast<Py_ssize_t>(ret.size())));
+      Ref r = owned(PyObject_Call(f, a.get(), kw));
       free_vars = list_to_strings(l.get(), "gen_fn_def free_vars item");
       return utf8_string(r.get(), "gen_fn_def() result");
     };

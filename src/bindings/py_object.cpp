@@ -34,6 +34,10 @@ constexpr struct {
     {"_NodeRef", &Helpers::node_ref},
     {"CodeGen", &Helpers::codegen},
     {"wrap", &Helpers::wrap},
+    {"_code_repr", &Helpers::code_repr},
+    {"_meta_annotation", &Helpers::meta_annotation},
+    {"_comment_parts", &Helpers::comment_parts},
+    {"_keyword_params", &Helpers::keyword_params},
 };
 }  // namespace
 
@@ -193,7 +197,7 @@ class PyInterface final : public ObjectInterface {
       return add_global(hint, Object::borrow(this, p));
     }
     PyObject* mapper = helpers().origin_type;
-    Ref ot = owned(PyObject_CallOneArg(mapper, origin.get()));
+    Ref ot = owned(PyObject_CallFunctionObjArgs(mapper, origin.get(), o, nullptr));
     Object otype = Object::borrow(this, ot.get());
     std::string origin_name = add_global(type_repr(ot.get()), otype);
     Ref args = Ref::steal(PyObject_GetAttrString(o, "__args__"));
@@ -209,6 +213,24 @@ class PyInterface final : public ObjectInterface {
     std::string r = origin_name + "[";
     for (size_t i = 0; i < parts.size(); ++i) r += (i ? "," : "") + parts[i];
     return r + "]";
+  }
+
+  std::string code_repr(void* p, const AddGlobalFn& add_global,
+                        const std::function<std::string(std::string)>& paint) const override {
+    // Note [Constants in generated code]: the Python helper says which form; globals are
+    // registered here, in the generator's namespace.
+    Ref r = owned(PyObject_CallOneArg(helpers().code_repr, static_cast<PyObject*>(p)));
+    if (!PyTuple_Check(r.get()) || PyTuple_GET_SIZE(r.get()) < 2) {
+      PyErr_SetString(PyExc_RuntimeError, "_code_repr must return a tuple (kind, ...)");
+      throw PythonError();
+    }
+    std::string kind = utf8_string(PyTuple_GET_ITEM(r.get(), 0), "_code_repr kind");
+    auto text = [&](Py_ssize_t i) { return display_text_owned(PyObject_Str(PyTuple_GET_ITEM(r.get(), i))); };
+    if (kind == "text") return text(1);
+    if (kind == "global" && PyTuple_GET_SIZE(r.get()) == 4)
+      return add_global(text(1), Object::borrow(this, PyTuple_GET_ITEM(r.get(), 2))) + text(3);
+    if (kind == "complex" && PyTuple_GET_SIZE(r.get()) == 3) return "complex(" + paint(text(1)) + ", " + paint(text(2)) + ")";
+    return paint(text(1));
   }
 
   const TargetInfo& info(void* p) const {

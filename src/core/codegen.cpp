@@ -136,17 +136,31 @@ class Generator {
     }
     names_.assign(g_.node_capacity(), nullptr);
     last_uses_ = last_uses(g_, /*include_foreign=*/true);  // Note [Freeing values in generated code]
+    // Note [Verbose annotations]: profiler markers (torch.fx 2.x record_func).
+    const bool record = fx2_ && o_.record_func;
+    if (record) emit("_rf = torch._C._profiler._RecordFunctionFast('## ENTER_GRAPH_PLACEHOLDER_KEY ##'); _rf.__enter__()\n");
+    size_t index = 0;
     for (Node* n : g_.nodes()) {
       if (o_.verbose) append_stacktrace_summary(*n);
+      const bool record_node =
+          record && (n->op() == Op::CallFunction || n->op() == Op::CallMethod || n->op() == Op::CallModule);
+      if (record_node) {
+        std::string rf = "_rf_" + std::string(n->name());
+        emit(rf + " = torch._C._profiler._RecordFunctionFast('## " + std::to_string(index) + " ##'); " + rf +
+             ".__enter__()\n");
+      }
       emit_node(*n);
       delete_unused_values(*n);
+      if (record_node) emit("_rf_" + std::string(n->name()) + ".__exit__(None, None, None)\n");
+      ++index;
     }
+    if (record) emit("_rf.__exit__(None, None, None)\n");
     // Raised after every node is generated, so that an error torch.fx raises
     // at a later node comes first, as it does in torch.fx.
     if (refusal_) throw std::invalid_argument(*refusal_);
     // An empty body is `pass`; torch.fx 2.x writes it only for a graph
     // without nodes (a graph of placeholders gets an empty body).
-    if (fx2_ ? g_.size() == 0 : body_.empty() && body_text_.empty()) emit("pass\n");
+    if (fx2_ ? g_.size() == 0 && !record : body_.empty() && body_text_.empty()) emit("pass\n");
 
     std::string wrap_stmts;
     if (!wrapped_.empty()) {
@@ -166,9 +180,22 @@ class Generator {
     } else {
       if (free_vars_.empty() || free_vars_[0] != "self") free_vars_.insert(free_vars_.begin(), "self");
       prologue = "def forward(";
-      for (size_t i = 0; i < free_vars_.size(); ++i) {
-        if (i) prologue += ", ";
-        prologue += free_vars_[i];
+      if (fx2_ && o_.expanded_def) {
+        // One parameter per line; a parameter's text after a '#' becomes its comment.
+        prologue += '\n';
+        for (const std::string& v : free_vars_) {
+          size_t hash = v.find('#');
+          if (hash == std::string::npos) {
+            prologue += "    " + v + ",\n";
+          } else {
+            prologue += "    " + rstrip_ws(v.substr(0, hash)) + ",  # " + lstrip_ws(v.substr(hash + 1)) + "\n";
+          }
+        }
+      } else {
+        for (size_t i = 0; i < free_vars_.size(); ++i) {
+          if (i) prologue += ", ";
+          prologue += free_vars_[i];
+        }
       }
       prologue += ")" + maybe_return_annotation_ + ":";
     }
@@ -287,9 +314,115 @@ class Generator {
   }
   void repr_to(std::string& out, const Argument& a) { repr_argument_into(out, a, node_name_fn_); }
 
+  // An argument as the generated code writes it: torch.fx 1.13's repr(), or
+  // 2.x's _get_repr (Note [Constants in generated code]).
+  void arg_repr_to(std::string& out, const Argument& a) {
+    if (fx2_) code_repr_to(out, a);
+    else repr_to(out, a);
+  }
+  std::string arg_repr(const Argument& a) {
+    std::string out;
+    arg_repr_to(out, a);
+    return out;
+  }
+
+  // Note [Constants in generated code]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // Dialect::fx_2 writes an argument as torch.fx 2.x's _get_repr does: a
+  // NamedTuple at any depth through its class, bound as a global, applied to
+  // the plain repr of its items; tuples, lists and slices item by item; an
+  // object the core does not represent as its interface's code_repr (the
+  // Python bindings: a tensor as `torch.Tensor(size=[2, 3], dtype=float32)`,
+  // an enum member as `Cls.NAME` and an OpOverload by its qualified name, both
+  // through globals, a complex as `complex(re, im)` where its repr would not
+  // read back); anything else (None, numbers, strings, a dict as a whole) as
+  // its repr, blue in colored code. Dialect::fx_1_13 writes repr(), but a
+  // top-level NamedTuple through its class. A foreign object's form is asked
+  // once per code generation.
+  void code_repr_to(std::string& out, const Argument& a) {
+    switch (a.kind()) {
+      case ArgKind::NodeRef: out += node_repr(a.as_node()); return;
+      case ArgKind::Tuple: {
+        if (const Object& t = a.tuple_type()) {
+          out += add_global(t.qualified_name(), t);
+          repr_to(out, Argument::tuple(a.items()));
+          return;
+        }
+        out += '(';
+        const auto& items = a.items();
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (i) out += ", ";
+          code_repr_to(out, items[i]);
+        }
+        if (items.size() == 1) out += ',';
+        out += ')';
+        return;
+      }
+      case ArgKind::List: {
+        out += '[';
+        const auto& items = a.items();
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (i) out += ", ";
+          code_repr_to(out, items[i]);
+        }
+        out += ']';
+        return;
+      }
+      case ArgKind::Slice:
+        out += "slice(";
+        code_repr_to(out, a.slice_start());
+        out += ", ";
+        code_repr_to(out, a.slice_stop());
+        out += ", ";
+        code_repr_to(out, a.slice_step());
+        out += ')';
+        return;
+      case ArgKind::Foreign: {
+        const Object& obj = a.as_object();
+        auto it = foreign_repr_.find(obj.get());
+        if (it == foreign_repr_.end()) {
+          std::string text = obj.iface()->code_repr(
+              obj.get(), [this](const std::string& h, const Object& o) { return add_global(h, o); },
+              [this](std::string t) { return blue(std::move(t)); });
+          it = foreign_repr_.emplace(obj.get(), std::move(text)).first;
+        }
+        out += it->second;
+        return;
+      }
+      default:
+        if (!colored_) {
+          repr_to(out, a);
+          return;
+        }
+        out += kBlue;
+        repr_to(out, a);
+        out += kReset;
+        return;
+    }
+  }
+  std::unordered_map<const void*, std::string> foreign_repr_;  // by object, for one run
+
+  static constexpr const char* kBlue = "\033[34m";
+  static constexpr const char* kDim = "\033[2m";
+  static constexpr const char* kReset = "\033[0m";
+  std::string blue(std::string s) const { return colored_ ? kBlue + s + kReset : s; }
+  std::string dim(std::string s) const { return colored_ ? kDim + s + kReset : s; }
+  static std::string rstrip_ws(std::string_view x) {
+    size_t e = x.find_last_not_of(" \t\r\n\f\v");
+    return e == std::string_view::npos ? std::string() : std::string(x.substr(0, e + 1));
+  }
+  static std::string lstrip_ws(std::string_view x) {
+    size_t b = x.find_first_not_of(" \t\r\n\f\v");
+    return b == std::string_view::npos ? std::string() : std::string(x.substr(b));
+  }
+
   // torch.fx _get_repr: top-level NamedTuples are rebuilt through their
   // (global) class.
   void get_repr_to(std::string& out, const Argument& a) {
+    if (fx2_) {
+      code_repr_to(out, a);
+      return;
+    }
     if (a.kind() == ArgKind::Tuple && a.tuple_type()) {
       const Object& t = a.tuple_type();
       std::string gname = add_global(t.qualified_name(), t);
@@ -337,6 +470,7 @@ class Generator {
       const bool free_self = fx2_ && user.num_users() == 0;
       if (!dels.empty() || free_self) {
         out += ";  ";
+        if (colored_) out += kDim;
         for (const Node* d : dels) {
           out += node_repr(d);
           out += " = ";
@@ -346,6 +480,7 @@ class Generator {
           out += " = ";
         }
         out += "None";
+        if (colored_) out += kReset;
       }
     }
     out += '\n';
@@ -364,17 +499,23 @@ class Generator {
   // code line ("# File: f.py:3 in fn, code: y = x + 1"; a stack trace
   // without one counts as none), a comment is written when the summary
   // changes, "No stacktrace ..." has no trailing space, and the blank line is
-  // written only when the body already has something in it.
+  // written only when the body already has something in it. In fx_2 the
+  // comment is `<prefix>#<middle> <summary>` with hooks.comment_parts'
+  // (additional_meta keys, "Annotation: ..." and recompute tags), dim in
+  // colored code, and a new one is written whenever that text changes.
   void append_stacktrace_summary(const Node& n) {
     if (n.op() == Op::Placeholder || n.op() == Op::Output) return;
     std::optional<std::string> st = o_.hooks.stack_trace ? o_.hooks.stack_trace(n) : std::nullopt;
     if (fx2_) {
       std::string summary = st ? innermost_frame_summary(*st) : std::string();
-      if (prev_stacktrace_ && *prev_stacktrace_ == summary) return;
-      prev_stacktrace_ = summary;
+      std::pair<std::string, std::string> parts;
+      if (o_.hooks.comment_parts) parts = o_.hooks.comment_parts(n);
+      std::string text = parts.first + "#" + parts.second + " " +
+                         (summary.empty() ? std::string("No stacktrace found for following nodes") : summary);
+      if (prev_stacktrace_ && *prev_stacktrace_ == text) return;
+      prev_stacktrace_ = text;
       const bool body_empty = keep_lines_ ? body_.empty() : body_text_.empty();
-      emit(std::string(body_empty ? "" : "\n") + "# " +
-           (summary.empty() ? std::string("No stacktrace found for following nodes") : summary) + "\n");
+      emit(std::string(body_empty ? "" : "\n") + dim(text) + "\n");
       return;
     }
     if (st && !st->empty()) {
@@ -451,8 +592,29 @@ class Generator {
     return std::string();
   }
 
+  // Note [Verbose annotations]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // torch.fx 2.x's verbose code (print_readable) annotates a value with what
+  // its metadata knows about it: `lin: "f32[2, 3]" = self.lin(x)` from a
+  // tensor in node.meta["val"] (else "tensor_meta", else "example_value"),
+  // with strides and device when asked (include_stride, include_device), a
+  // subclass's name around it, `Sym(s0)` for a symbolic value. The text
+  // comes from hooks.meta_annotation (the bindings read the metadata; the
+  // hook is asked per node only in verbose Dialect::fx_2 code) and replaces
+  // the node's type annotation, which is still rendered first (it may
+  // register globals). The options colored (ANSI colors, Note [Constants in
+  // generated code]), expanded_def (one parameter per line) and record_func
+  // (profiler markers `_rf_<name> = ...RecordFunctionFast('## <index> ##')`
+  // around each call, `_rf` around the whole body) are 2.x's too (with
+  // expanded_def, hooks.descs comments a parameter, and the items of a
+  // returned list or tuple one per line, with node.meta["desc"]); in
+  // Dialect::fx_1_13 they change nothing (torch.fx 1.13 has none of them).
   void emit_node(const Node& node) {
     std::string ann = node.type() ? " : " + type_repr(node.type()) : "";
+    if (fx2_ && o_.verbose && o_.hooks.meta_annotation) {  // Note [Verbose annotations]
+      std::optional<std::string> meta_ann = o_.hooks.meta_annotation(node);
+      if (meta_ann) ann = ": \"" + *meta_ann + "\"";
+    }
     const auto& args = node.args();
     switch (node.op()) {
       case Op::Placeholder: {
@@ -462,8 +624,13 @@ class Generator {
         if (raw.rfind("**", 0) == 0) raw.remove_prefix(2);
         else if (raw.rfind("*", 0) == 0) raw.remove_prefix(1);
         if (!is_plain_name(raw)) refuse(node, "placeholder target", target);
-        std::string def = args.empty() ? "" : " = " + repr(args[0]);
-        free_vars_.push_back(target + ann + def);
+        std::string def = args.empty() ? "" : " = " + arg_repr(args[0]);
+        std::string comment;
+        if (fx2_ && o_.expanded_def && o_.hooks.descs) {
+          std::optional<std::vector<std::string>> d = o_.hooks.descs(node);
+          if (d && !d->empty()) comment = "  # " + d->front();
+        }
+        free_vars_.push_back(target + ann + def + comment);
         std::string r(node_repr(&node));
         if (raw != r) emit(r + " = " + std::string(raw) + "\n");
         return;
@@ -472,7 +639,7 @@ class Generator {
         std::string& out = begin_assignment(node, ann);
         if (args.empty()) throw std::out_of_range("tuple index out of range");
         scratch_.clear();
-        repr_to(scratch_, args[0]);
+        arg_repr_to(scratch_, args[0]);
         format_target_into(out, scratch_, node.target().str().get());
         out += '(';
         format_args_to(out, args, 1, node.kwargs(), node);
@@ -488,7 +655,7 @@ class Generator {
           size_t k = 0;
           for (const char* p = fi.magic; *p; ++p) {
             if (p[0] == '{' && p[1] == '}') {
-              repr_to(out, args[k++]);
+              arg_repr_to(out, args[k++]);
               ++p;
             } else {
               out += *p;
@@ -500,16 +667,16 @@ class Generator {
         if (fi.magic) {  // argument count differs from the template: Python's str.format rules
           std::string r(node_repr(&node));
           std::vector<std::string> vals;
-          for (auto& a : args) vals.push_back(repr(a));
+          for (auto& a : args) vals.push_back(arg_repr(a));
           emit(r + ann + " = " + format_positional(fi.magic, vals));
           return;
         }
         if (fi.inplace) {
           std::vector<std::string> vals;
-          for (auto& a : args) vals.push_back(repr(a));
+          for (auto& a : args) vals.push_back(arg_repr(a));
           std::string stmt = format_positional(fi.inplace, vals);
           std::string r(node_repr(&node));
-          emit(stmt + ";  " + r + ann + " = " + repr(args.empty() ? throw std::out_of_range("tuple index out of range") : args[0]));
+          emit(stmt + ";  " + r + ann + " = " + arg_repr(args.empty() ? throw std::out_of_range("tuple index out of range") : args[0]));
           return;
         }
         const std::string& gname = global_for(node.target().fn(), fi);
@@ -517,7 +684,7 @@ class Generator {
         if (gname == "getattr" && args.size() < 2) throw std::out_of_range("tuple index out of range");
         if (gname == "getattr" && args.size() == 2 && args[1].is_string() && is_plain_name(args[1].as_string())) {
           std::string r(node_repr(&node));
-          emit(r + ann + " = " + format_target(repr(args[0]), args[1].as_string()));
+          emit(r + ann + " = " + format_target(arg_repr(args[0]), args[1].as_string()));
           return;
         }
         std::string& out = begin_assignment(node, ann);
@@ -555,9 +722,25 @@ class Generator {
         const Argument& out = args[0];
         if (o_.hooks.generate_output) {
           emit(o_.hooks.generate_output(out, [this](const Argument& a) { return repr(a); }));
-        } else {
-          emit("return " + repr(out));
+          return;
         }
+        if (fx2_ && o_.expanded_def && o_.hooks.descs &&
+            (out.kind() == ArgKind::Tuple || out.kind() == ArgKind::List)) {
+          // One described item per line (items without a description are left out, as
+          // torch.fx 2.x's zip leaves them).
+          std::optional<std::vector<std::string>> d = o_.hooks.descs(node);
+          if (d) {
+            const bool tuple = out.kind() == ArgKind::Tuple;
+            std::string text = tuple ? "return (\n" : "return [\n";
+            const auto& items = out.items();
+            for (size_t i = 0; i < items.size() && i < d->size(); ++i)
+              text += "    " + arg_repr(items[i]) + ",  # " + (*d)[i] + "\n";
+            text += tuple ? ")" : "]";
+            emit(std::move(text));
+            return;
+          }
+        }
+        emit("return " + arg_repr(out));
         return;
       }
       case Op::Root: return;
@@ -679,6 +862,7 @@ class Generator {
   std::vector<std::string> wrapped_;
   LastUses last_uses_;                  // Note [Freeing values in generated code]
   const bool fx2_ = dialect() == Dialect::fx_2;  // Note [Dialect], read once per run
+  const bool colored_ = fx2_ && o_.colored;
   std::vector<const char*> names_;      // codegen name (NameRef text) by node index
   std::string maybe_return_annotation_;
   std::optional<std::string> prev_stacktrace_;
@@ -729,6 +913,11 @@ PythonCode python_code(const Graph& g, const PythonCodeOptions& opts) {
 
 std::string ObjectInterface::annotation(void* p, const AddGlobalFn& add_global) const {
   return add_global(type_repr(p), Object::borrow(this, p));
+}
+
+std::string ObjectInterface::code_repr(void* p, const AddGlobalFn&,
+                                       const std::function<std::string(std::string)>& paint) const {
+  return paint(repr(p));
 }
 
 }  // namespace fxcpp

@@ -17,7 +17,7 @@ import torch
 import torch.fx as tfx
 
 import fxcpp
-from torch2 import NEW_API, NN_MODULE_STACK, TORCH2, xfail2
+from torch2 import NEW_API, TORCH2, xfail2
 
 LIBS = [tfx, fxcpp]
 
@@ -171,7 +171,6 @@ def _state_summary(lib, g):
             g._tracer_cls is not None)
 
 
-@NN_MODULE_STACK
 @pytest.mark.parametrize('name', ['kitchen', 'resnet18'])
 @pytest.mark.parametrize('protocol', [0, 2, pickle.HIGHEST_PROTOCOL])
 def test_traced_graph_pickles_like_torch_fx(name, protocol):

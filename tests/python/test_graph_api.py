@@ -12,7 +12,6 @@ import torch.fx as tfx
 
 import fxcpp as fx
 from difftools import LIBS, norm, raises_same, same_values, tabular
-from torch2 import TYPE_ANNOTATIONS
 
 
 class Point(NamedTuple):
@@ -107,8 +106,7 @@ def build_inplace_and_methods(lib):
 BUILDERS = [build_basic, build_names, build_structures, build_inplace_and_methods]
 
 
-@pytest.mark.parametrize('builder', [pytest.param(b, marks=TYPE_ANNOTATIONS if b is build_structures else ())
-                                     for b in BUILDERS], ids=[b.__name__ for b in BUILDERS])
+@pytest.mark.parametrize('builder', BUILDERS, ids=[b.__name__ for b in BUILDERS])
 def test_str_code_tabular_and_outputs(builder):
     (g_ref, inputs), (g_ours, _) = builder(tfx), builder(fx)
     assert norm(str(g_ours)) == norm(str(g_ref))

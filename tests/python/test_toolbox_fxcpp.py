@@ -136,8 +136,8 @@ def test_const_fold_skip_fn_calls_match_torch_fx():
 
 
 @pytest.mark.parametrize('model_cls', [
-    pytest.param(Multi, marks=xfail2('const folding records node.meta["nn_module_stack"] and keeps other nodes')),
-    pytest.param(OneConst, marks=xfail2('const folding records node.meta["nn_module_stack"] and keeps other nodes')),
+    pytest.param(Multi, marks=xfail2('const folding keeps other nodes')),
+    OneConst,
     Chain], ids=['Multi', 'OneConst', 'Chain'])
 def test_const_fold_meta_as_torch_fx(model_cls):
     torch.manual_seed(0)

@@ -32,13 +32,6 @@ PY311 = sys.version_info >= (3, 11)
 # torch.fx 2.x traces those cases.
 FX_BROKEN_ON_PY311 = PY311 and not TORCH2
 
-# Not strict: which number torch.fx 2.14 gives depends on what ran before in the process (this test
-# passes alone and fails after the rest of this file).
-_TENSOR_CONSTANT_NAMES_2X = pytest.mark.xfail(
-    condition=TORCH2, strict=False,
-    reason='torch.fx 2.14 names tensor constants through Tracer.get_fresh_qualname (other numbering, issue 23)')
-_META_2X = xfail2('records node.meta["nn_module_stack"] on more nodes while tracing')
-
 torch.manual_seed(0)
 
 
@@ -903,7 +896,6 @@ def test_proxy_buffer_attributes():
         torch.fx.GraphModule(M(), RefBufTracer().trace(M())).code
 
 
-@_TENSOR_CONSTANT_NAMES_2X
 def test_tensor_constant_naming_with_existing_attr():
     class M(torch.nn.Module):
         def __init__(self):
@@ -913,6 +905,10 @@ def test_tensor_constant_naming_with_existing_attr():
         def forward(self, x):
             return x + torch.ones(2) + torch.zeros(2) + torch.ones(2)
 
+    # torch.fx 2.x numbers constants through Tracer.get_fresh_qualname, whose counters are
+    # shared by all tracers (class-wide): start both libraries' from scratch.
+    for lib in (torch.fx, fx):
+        getattr(lib.Tracer, '_qualname_counter', {}).clear()
     check_same(M(), (torch.randn(2),))
 
 
@@ -1303,9 +1299,7 @@ _OVERRIDE_KINDS = ["leaf_all_custom", "no_leaves", "create_node", "create_proxy"
                    "create_arg", "call_module", "getattr", "path_of_module", "trace", "record_stack_traces"]
 
 
-@pytest.mark.parametrize("kind", [k if k == "no_leaves" else
-                                  pytest.param(k, marks=_META_2X if k in ("create_node", "trace") else ())
-                                  for k in _OVERRIDE_KINDS])
+@pytest.mark.parametrize("kind", _OVERRIDE_KINDS)
 def test_tracer_overrides(kind):
     RefT, OurT = make_tracers(kind)
     m = OverrideTarget().eval()

@@ -38,10 +38,3 @@ FX2_GRAPH_API = xfail2("calls 2.x Graph/CodeGen API on the graph it compiles (Gr
                        "CodeGen._gen_python_code, PythonCode._lineno_map/_prologue_start) that fxcpp's Graph "
                        "(torch.fx 1.13's API) lacks, so torch.fx code that wraps an fxcpp graph in a torch.fx "
                        "GraphModule fails")
-
-#: Tracing metadata.
-NN_MODULE_STACK = xfail2('records node.meta["nn_module_stack"] while tracing (fxcpp records none)')
-
-#: Type annotations in generated code.
-TYPE_ANNOTATIONS = xfail2('writes typing annotations in generated code differently ("dict" where torch.fx 1.13 and '
-                          'fxcpp write "typing_Dict")')

@@ -42,11 +42,36 @@ struct CodegenHooks {
   std::function<std::vector<std::pair<std::string, Object>>()> additional_globals;
   /// The object bound to `wrap` in the globals when wrapped functions occur.
   Object wrap_fn;
+  /// Verbose code, Dialect::fx_2 (Note [Verbose annotations]): the annotation
+  /// torch.fx writes from the node's metadata (its "val", "tensor_meta" or
+  /// "example_value"), the text between the quotes of `name: "f32[2, 4]"`,
+  /// colored already when PythonCodeOptions::colored is set; nullopt: none
+  /// (the node keeps its type annotation).
+  std::function<std::optional<std::string>(const Node&)> meta_annotation;
+  /// Verbose code, Dialect::fx_2: the parts of a node's comment besides its
+  /// stack trace summary, (prefix, middle) in
+  /// `<prefix>#<middle> <stack trace summary>`: "# key: value " for the
+  /// additional_meta keys it has, and " Annotation: {...}" / recompute
+  /// information from its metadata; empty strings when none.
+  std::function<std::pair<std::string, std::string>(const Node&)> comment_parts;
+  /// expanded_def, Dialect::fx_2: the text of node.meta["desc"], nullopt when
+  /// it has none: one entry for a placeholder (its parameter's comment), one
+  /// per described item for the output (the comments of a list or tuple
+  /// returned one item per line).
+  std::function<std::optional<std::vector<std::string>>(const Node&)> descs;
 };
 
 struct PythonCodeOptions {
   std::string root_module = "self";
   bool verbose = false;
+  /// Dialect::fx_2 only (torch.fx 2.x's python_code options; Note [Verbose
+  /// annotations]): ANSI colors (constants blue, freed values and comments
+  /// dim; annotation colors come from hooks.meta_annotation), one parameter
+  /// per line in the default `def forward(` header, and profiler
+  /// record_function markers around the graph and each call.
+  bool colored = false;
+  bool expanded_def = false;
+  bool record_func = false;
   CodegenHooks hooks;
 };
 

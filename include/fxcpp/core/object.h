@@ -65,6 +65,13 @@ class ObjectInterface {
   virtual std::vector<std::string> tuple_fields(void*) const { return {}; }
   /// True for objects that, when used as node.target, count as side-effectful.
   virtual bool is_impure_target(void*) const { return false; }
+  /// Dialect::fx_2 generated-code form of the object as a constant argument
+  /// (torch.fx 2.x `_get_repr`; Note [Constants in generated code] in
+  /// codegen.cpp): may register globals through `add_global`; `paint` colors
+  /// the text of a plain constant (identity unless colored code is asked
+  /// for). Default: paint(repr(p)).
+  virtual std::string code_repr(void* p, const AddGlobalFn& add_global,
+                                const std::function<std::string(std::string)>& paint) const;
 };
 
 /// An owning handle to a foreign object. 16 bytes; copying retains.

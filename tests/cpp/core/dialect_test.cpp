@@ -3,6 +3,7 @@
 // same graphs and names (golden/fx2/ holds the larger cases).
 #include <gtest/gtest.h>
 
+#include "fxcpp/core/codegen.h"
 #include "fxcpp/core/dialect.h"
 #include "fxcpp/core/namespace.h"
 #include "test_util.h"
@@ -127,6 +128,58 @@ TEST(Dialect, Fx2VerboseComments) {
             "    # File: /tmp/b.py:7 in h, code: q()\n"
             "    mul = relu * 2;  relu = None\n"
             "    return mul\n    ");
+}
+
+// Note [Verbose annotations]: torch.fx 2.14.1's text for python_code(verbose=True, colored=True,
+// expanded_def=True, record_func=True, additional_meta=["seq_nr"]) on this graph (relu's meta has
+// seq_nr 3 and custom {'k': 1}), but for the annotations, which the hook gives uncolored here
+// (the bindings color them).
+TEST(Dialect, Fx2VerboseOptions) {
+  ScopedDialect d(Dialect::fx_2);
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kAdd), {N(x), I(1)});
+  Node* r = g.call_method("relu", {N(a)}, {{"inplace", Argument::none()}});
+  g.output(N(r));
+  PythonCodeOptions o;
+  o.verbose = true;
+  o.colored = true;
+  o.expanded_def = true;
+  o.record_func = true;
+  o.hooks.meta_annotation = [&](const Node& n) -> std::optional<std::string> {
+    if (&n == x || &n == r) return std::string("f32[2]");
+    return std::nullopt;
+  };
+  o.hooks.comment_parts = [&](const Node& n) {
+    return &n == r ? std::make_pair(std::string("# seq_nr: 3 "), std::string(" Annotation: {'k': 1}"))
+                   : std::make_pair(std::string(), std::string());
+  };
+  EXPECT_EQ(python_code(g, o).src,
+            "\n\n\ndef forward(\n    self,\n    x: \"f32[2]\",\n):\n"
+            "    _rf = torch._C._profiler._RecordFunctionFast('## ENTER_GRAPH_PLACEHOLDER_KEY ##'); _rf.__enter__()\n"
+            "    \n"
+            "    \x1b[2m# No stacktrace found for following nodes\x1b[0m\n"
+            "    _rf_add = torch._C._profiler._RecordFunctionFast('## 1 ##'); _rf_add.__enter__()\n"
+            "    add = x + \x1b[34m1\x1b[0m;  \x1b[2mx = None\x1b[0m\n"
+            "    _rf_add.__exit__(None, None, None)\n"
+            "    \n"
+            "    \x1b[2m# seq_nr: 3 # Annotation: {'k': 1} No stacktrace found for following nodes\x1b[0m\n"
+            "    _rf_relu = torch._C._profiler._RecordFunctionFast('## 2 ##'); _rf_relu.__enter__()\n"
+            "    relu: \"f32[2]\" = add.relu(inplace = \x1b[34mNone\x1b[0m);  \x1b[2madd = None\x1b[0m\n"
+            "    _rf_relu.__exit__(None, None, None)\n"
+            "    return relu\n"
+            "    _rf.__exit__(None, None, None)\n"
+            "    ");
+  // torch.fx 1.13 has none of these options: its text stays as it was.
+  ScopedDialect d113(Dialect::fx_1_13);
+  o.hooks.comment_parts = nullptr;
+  EXPECT_EQ(python_code(g, o).src,
+            "\n\n\ndef forward(self, x):\n"
+            "    \n"
+            "    # No stacktrace found for following nodes \n"
+            "    add = x + 1;  x = None\n"
+            "    relu = add.relu(inplace = None);  add = None\n"
+            "    return relu\n    ");
 }
 
 TEST(Dialect, Fx2ManyCollisionsAreLinear) {
