@@ -206,3 +206,7 @@ def register_dynamo_backend(name, fn, import_dynamo=False) -> bool:
         return True
     registry.register_backend(compiler_fn=fn, name=name)
     return True
+
+
+# torch.export.export and torch.export.save (the .pt2 archives fxcpp reads: docs/pt2_format.md).
+HAS_EXPORT = TORCH_VERSION >= (2, 5) and hasattr(torch, 'export') and hasattr(torch.export, 'save')
