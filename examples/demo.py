@@ -13,7 +13,11 @@
 6. lower the folded model to ATen (fxcpp.aten.lower), save it as a .fxpt file, run it
    in the C++ example program (examples/cpp/classify.cpp: LibTorch, no Python), check its
    output against eager PyTorch and time it against eager Python, the Python
-   GraphModule, TorchScript and the C++ runtime called from Python.
+   GraphModule, TorchScript and the C++ runtime called from Python;
+7. (torch 2.x) export resnet18 with torch.export.export, save it with torch's own
+   torch.export.save as a .pt2 archive, and run that file in the same C++ example
+   program, checked against eager PyTorch (docs/pt2_format.md). On torch 1.13, which
+   has no torch.export, the step says so and is skipped.
 
 `--quick` uses fewer timing repetitions (the test suite runs it that way).
 """
@@ -254,8 +258,9 @@ def main(argv=None) -> int:
     print(f"fxcpp- and torch.fx-folded models give identical outputs: {'yes' if agree else 'NO'}")
 
     ok_cpp = run_in_cpp(model, results["fxcpp"], n_run)
+    ok_pt2 = run_exported_in_cpp(model, n_run)
     print(f"\ndemo finished in {time.perf_counter() - t_start:.1f} s")
-    return 0 if (same and agree and ok_cpp) else 1
+    return 0 if (same and agree and ok_cpp and ok_pt2) else 1
 
 
 def _classify_binary():
@@ -264,6 +269,47 @@ def _classify_binary():
         if d and os.path.isfile(os.path.join(d, "fxcpp_example_classify")):
             return os.path.join(d, "fxcpp_example_classify")
     return None
+
+
+def run_exported_in_cpp(model, n_run) -> bool:
+    """7. torch.export.export, torch.export.save, then the C++ example program runs the .pt2 file."""
+    import subprocess
+    import tempfile
+
+    from fxcpp import _torch_compat
+    section("7. torch.export: saved by torch as .pt2, run by the C++ example program")
+    if not _torch_compat.HAS_EXPORT:
+        print(f"(skipped: torch {torch.__version__} has no torch.export; .pt2 archives come from torch 2.5 on)")
+        return True
+    x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(3))
+    t0 = time.perf_counter()
+    ep = torch.export.export(model, (x,))
+    t_export = time.perf_counter() - t0
+    binary = _classify_binary()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "resnet18.pt2")
+        torch.export.save(ep, path)
+        print(f"torch.export.export(resnet18): {len(ep.graph.nodes)} nodes in {ms(t_export).strip()}; "
+              f"torch.export.save wrote {os.path.getsize(path) / 1e6:.1f} MB to {os.path.basename(path)}")
+        if binary is None:
+            print("(build/fxcpp_example_classify not built: make build makes it; skipping the C++ program)")
+            return True
+        inp, out = os.path.join(tmp, "input.bin"), os.path.join(tmp, "logits.bin")
+        with open(inp, "wb") as f:
+            f.write(x.contiguous().numpy().tobytes())
+        proc = subprocess.run([binary, path, inp, "--repeat", str(n_run), "--output", out],
+                              capture_output=True, text=True)
+        print("$ fxcpp_example_classify resnet18.pt2 input.bin")
+        print("\n".join("  " + line for line in proc.stdout.strip().splitlines()))
+        if proc.returncode != 0:
+            print(proc.stderr, file=sys.stderr)
+            return False
+        with torch.no_grad():
+            ref = model(x)
+        logits = torch.frombuffer(bytearray(open(out, "rb").read()), dtype=torch.float32).reshape(ref.shape)
+        ok = torch.allclose(logits, ref, rtol=1e-4, atol=1e-4)
+        print(f"torch.allclose(C++ program's logits for torch's .pt2, eager model(x), rtol=1e-4, atol=1e-4): {ok}")
+    return ok
 
 
 def run_in_cpp(model, folded, n_run) -> bool:

@@ -1,7 +1,8 @@
-// Loads a model saved with `fxcpp.aten.save` (or `fxcpp export`) and classifies
-// an image tensor with the fxcpp LibTorch runtime. No Python in the process.
+// Loads a model saved with `fxcpp.aten.save` (or `fxcpp export`), or a .pt2
+// archive `torch.export.save` wrote (told apart by content), and classifies an
+// image tensor with the fxcpp LibTorch runtime. No Python in the process.
 //
-//   fxcpp_example_classify resnet18.fxpt [input.bin] [--repeat N] [--output out.bin]
+//   fxcpp_example_classify resnet18.fxpt|resnet18.pt2 [input.bin] [--repeat N] [--output out.bin]
 //
 // input.bin: raw float32 values of a 1x3x224x224 tensor (the demo writes one);
 // without it, a deterministic test pattern is used. Prints the top-5 classes
@@ -22,7 +23,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: " << argv[0] << " MODEL.fxpt [INPUT.bin] [--repeat N] [--output OUT.bin]\n";
+    std::cerr << "usage: " << argv[0] << " MODEL.fxpt|MODEL.pt2 [INPUT.bin] [--repeat N] [--output OUT.bin]\n";
     return 2;
   }
   std::string model = argv[1], input_path, output_path;

@@ -3,6 +3,7 @@
 ``import fxcpp as fx`` gives torch.fx 1.13's API -- symbolic tracing, the Graph
 IR, code generation and GraphModule -- backed by a C++ graph core.
 """
+from ._version import __version__
 from .graph_module import GraphModule
 from ._symbolic_trace import symbolic_trace, Tracer, wrap, PH, ProxyableClassMeta
 from .graph import Graph, CodeGen

@@ -212,6 +212,9 @@ def register_dynamo_backend(name, fn, import_dynamo=False) -> bool:
 #: what 2.14.1 writes). None where the installed torch has no torch.export.save.
 EXPORT_SAVE = getattr(getattr(torch, 'export', None), 'save', None) if TORCH_VERSION >= (2, 5) else None
 
+# torch.export.export and torch.export.save (the .pt2 archives fxcpp reads: docs/pt2_format.md).
+HAS_EXPORT = EXPORT_SAVE is not None and hasattr(torch.export, 'export')
+
 #: torch.fx 2.x's tracer keeps node.meta while tracing (Note [Tracing metadata] in
 #: fxcpp/proxy.py): every node created inside a submodule's forward gets
 #: meta["nn_module_stack"], the tracer keeps scope/module_stack/num_calls/node_name_to_scope,

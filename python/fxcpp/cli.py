@@ -1,11 +1,11 @@
 """The ``fxcpp`` command line (also ``python3 -m fxcpp``).
 
     fxcpp show MODULE:CALLABLE [--format code|graph|table|dot] [--input-shape 1,3,224,224] [-o FILE]
-    fxcpp show FILE.fxpt [--format ...]
+    fxcpp show FILE.fxpt|FILE.pt2 [--format ...]
     fxcpp show MODULE:CALLABLE --format html|svg|png -o FILE   (the graph explorer)
     fxcpp show --diff BEFORE AFTER -o diff.html
-    fxcpp export MODULE:CALLABLE --input-shape 1,3,224,224 -o FILE.fxpt
-    fxcpp run FILE.fxpt --input-shape 1,3,224,224 [--repeat N]
+    fxcpp export MODULE:CALLABLE --input-shape 1,3,224,224 -o FILE.pt2|FILE.fxpt
+    fxcpp run FILE.fxpt|FILE.pt2 --input-shape 1,3,224,224 [--repeat N]
     fxcpp bench [--quick | --full] [...]
     fxcpp demo [--quick]
 
@@ -397,15 +397,16 @@ class _Progress:
 
 
 def _is_fxpt(target: str) -> bool:
-    return target.endswith(".fxpt") or (os.path.isfile(target) and ":" not in os.path.basename(target))
+    """Whether `target` names a file (.fxpt or .pt2: fxcpp.aten.load tells them apart by content)."""
+    return target.endswith((".fxpt", ".pt2")) or (os.path.isfile(target) and ":" not in os.path.basename(target))
 
 
 def _load_fxpt(path: str, runtime: str, trusted: bool = False):
     from fxcpp import aten
     if not os.path.exists(path):
-        raise CliError(f"no such file: {path}", "fxcpp export MODULE:CALLABLE -o FILE.fxpt writes one")
+        raise CliError(f"no such file: {path}", "fxcpp export MODULE:CALLABLE -o FILE.pt2 (or FILE.fxpt) writes one")
     if os.path.isdir(path):
-        raise CliError(f"{path} is a directory, not a .fxpt file")
+        raise CliError(f"{path} is a directory, not a .fxpt or .pt2 file")
     try:
         return aten.load(path, runtime=runtime, trusted=trusted)
     except ValueError as e:
@@ -429,17 +430,113 @@ def _random_input(shape):
 MAX_THREADS = 256
 
 
+def _export_format(output: str) -> str:
+    """What `fxcpp export -o OUTPUT` writes: by the file's extension, .pt2 (torch.export) or
+    .fxpt (fxcpp's tracer and lowering); any other name gets .pt2 where this torch has
+    torch.export, .fxpt where it does not (torch 1.13)."""
+    from fxcpp import _torch_compat
+    if output.endswith(".fxpt"):
+        return "fxpt"
+    if output.endswith(".pt2"):
+        if not _torch_compat.HAS_EXPORT:
+            import torch
+            raise CliError(f"cannot write {output}: .pt2 files are written by torch.export, which torch "
+                           f"{torch.__version__} does not have", "write a .fxpt file: -o FILE.fxpt", EXIT_USAGE)
+        return "pt2"
+    return "pt2" if _torch_compat.HAS_EXPORT else "fxpt"
+
+
+def _save_pt2(ep, path: str) -> None:
+    """torch.export.save(ep) into memory, then written to `path` atomically where it is (or will
+    be) a regular file: a temporary file beside it, renamed over it once complete, so a failure
+    leaves no partial file and an existing one unchanged; a device (/dev/null) is written
+    directly. Raises OSError when it cannot be written."""
+    import io
+    import tempfile
+
+    import torch
+    if not path or os.path.isdir(path):
+        raise IsADirectoryError(21, os.strerror(21), path) if path else FileNotFoundError(2, os.strerror(2), path)
+    buf = io.BytesIO()
+    torch.export.save(ep, buf)
+    data = buf.getbuffer()
+    if os.path.exists(path) and not os.path.isfile(path):
+        with open(path, "wb") as f:
+            f.write(data)
+        return
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=os.path.dirname(path) or ".")
+    try:
+        # The mode a new file would get (mkstemp's is 0600), or the replaced file's.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(fd, os.stat(path).st_mode & 0o7777 if os.path.isfile(path) else 0o666 & ~umask)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _export_pt2(args, model, example) -> int:
+    """fxcpp export to .pt2: torch.export.export, saved by torch.export.save (docs/pt2_format.md),
+    then read back by fxcpp's loader to say whether `fxcpp run` can run it."""
+    import time
+    import warnings
+
+    import torch
+    from fxcpp import aten
+    if not isinstance(model, torch.nn.Module):
+        raise CliError(f"cannot export {args.target} with torch.export: it is a {type(model).__name__}, not an "
+                       "nn.Module", "wrap it in an nn.Module, or write a .fxpt file: -o FILE.fxpt")
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ep = torch.export.export(model, (example,))
+    except Exception as e:  # noqa: BLE001 -- export runs the model
+        raise CliError(f"torch.export cannot export {args.target}: {type(e).__name__}: {_first_line(e)}",
+                       ["write a .fxpt file instead (-o FILE.fxpt: fxcpp's tracer and lowering)", _debug_hint()])
+    print(f"fxcpp: exported {args.target} with torch.export: {len(ep.graph.nodes)} nodes", file=sys.stderr)
+    try:
+        _save_pt2(ep, args.output)
+    except OSError as e:
+        raise CliError(f"cannot write {args.output!r}: {os.strerror(e.errno) if e.errno else e}",
+                       "nothing was written (an existing file is unchanged)")
+    size = os.path.getsize(args.output) if os.path.isfile(args.output) else 0
+    print(f"fxcpp: wrote {args.output}: {len(ep.graph.nodes)} nodes, {size / 1e6:.1f} MB "
+          f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    if os.path.isfile(args.output):
+        try:
+            aten.load(args.output, runtime="cpp")
+        except ValueError as e:
+            if "trusted" in str(e):
+                print(f"fxcpp: note: it calls an operator a file from an untrusted source may not call; run it "
+                      f"with fxcpp run --trusted ({_first_line(e)})", file=sys.stderr)
+            else:
+                print(f"fxcpp: note: fxcpp's runtime cannot run it: {_first_line(e)}", file=sys.stderr)
+    return 0
+
+
 def cmd_export(args) -> int:
     import time
 
     import torch
     from fxcpp import aten
+    fmt = _export_format(args.output)
     shape = parse_shape(args.input_shape)
     example = _random_input(shape)
     obj = load_callable(args.target)
     model = instantiate(obj, args.target)
     if isinstance(model, torch.nn.Module):
         model.eval()
+    if fmt == "pt2":
+        return _export_pt2(args, model, example)
     t0 = time.perf_counter()
     gm = trace(model, args.target, None, args.leaf_module or ())
     print(f"fxcpp: traced {args.target}: {len(gm.graph.nodes)} nodes", file=sys.stderr)
@@ -700,18 +797,15 @@ def cmd_demo(args, rest: List[str]) -> int:
     return _delegate(os.path.join("examples", "demo.py"), (["--quick"] if args.quick else []) + rest, "the demo")
 
 
-_TRUSTED_HELP = ("load a .fxpt file without the restrictions on what it may ask the runtime to do -- only for "
+_TRUSTED_HELP = ("load a .fxpt or .pt2 file without the restrictions on what it may ask the runtime to do -- only for "
                  "files you made yourself (docs/fxpt_format.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fxcpp", description="fxcpp: torch.fx with a C++ core -- trace and inspect models, run benchmarks.")
-    try:
-        from fxcpp import __version__ as ver  # type: ignore[attr-defined]
-    except ImportError:
-        ver = "0.1.0"
-    p.add_argument("--version", action="version", version=f"fxcpp {ver}")
+    from fxcpp import __version__
+    p.add_argument("--version", action="version", version=f"fxcpp {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     s = sub.add_parser("show", help="trace a model and print it",
@@ -742,16 +836,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--width", type=int, default=60, help=argparse.SUPPRESS)
     s.add_argument("--trusted", action="store_true", help=_TRUSTED_HELP)
 
-    e = sub.add_parser("export", help="trace, lower to ATen and save a model as a .fxpt file",
-                       description="Trace MODULE:CALLABLE, lower it to ATen operators (fxcpp.aten.lower) on "
-                                   "torch.randn(--input-shape), and save it (fxcpp.aten.save) for the C++ runtime.",
-                       epilog=f"example: fxcpp export {_EXAMPLE} --input-shape 1,3,224,224 -o resnet18.fxpt")
+    e = sub.add_parser("export", help="export a model to a .pt2 file (torch.export) or a .fxpt file (fxcpp)",
+                       description="Export MODULE:CALLABLE on torch.randn(--input-shape) for the C++ runtime. "
+                                   "FILE.pt2: with torch.export.export, saved by torch.export.save (torch 2.x; "
+                                   "the input's sizes are fixed at export). FILE.fxpt: traced by fxcpp, lowered to "
+                                   "ATen operators (fxcpp.aten.lower) and saved by fxcpp.aten.save. Another name "
+                                   "gets .pt2 where torch has torch.export, .fxpt where it does not.",
+                       epilog=f"example: fxcpp export {_EXAMPLE} --input-shape 1,3,224,224 -o resnet18.pt2")
     e.add_argument("target", metavar="MODULE:CALLABLE", help=f"what to export, e.g. {_EXAMPLE}")
     e.add_argument("--input-shape", metavar="D0,D1,...", required=True, help="the example input's shape")
-    e.add_argument("-o", "--output", metavar="FILE.fxpt", required=True, help="where to write the file")
+    e.add_argument("-o", "--output", metavar="FILE.pt2|FILE.fxpt", required=True, help="where to write the file")
     e.add_argument("--leaf-module", action="append", metavar="NAME", help=argparse.SUPPRESS)
 
-    r = sub.add_parser("run", help="run a .fxpt file in the C++ runtime; print output shapes and latency",
+    r = sub.add_parser("run", help="run a .fxpt or .pt2 file in the C++ runtime; print output shapes and latency",
                        epilog="example: fxcpp run resnet18.fxpt --input-shape 1,3,224,224 --repeat 20")
     r.add_argument("file", metavar="FILE.fxpt")
     r.add_argument("--input-shape", metavar="D0,D1,...", required=True, help="run on torch.randn(shape)")

@@ -25,6 +25,67 @@ using TensorScalarOut = Plan::TensorScalarOut;
 
 class Compiler {
  public:
+  // Note [Exported input checks] in pt2.cpp: meta["input_spec"] into Input::dims.
+  void input_spec(const Argument& spec, Input& in, size_t index, const Node* n) {
+    auto bad = [&](const char* what) { throw FormatError(where(n) + "malformed input_spec: " + what); };
+    if (spec.kind() != ArgKind::Dict) bad("not a dict");
+    for (const auto& kv : spec.pairs()) {
+      if (!kv.first.is_string()) bad("a key is not a string");
+      if (kv.first.as_string() == "dtype") {
+        const TorchConstant* c = kv.second.kind() == ArgKind::Foreign ? as_torch_constant(kv.second.as_object()) : nullptr;
+        if (!c || c->kind != TorchConstant::Kind::Dtype) bad("dtype is not a dtype");
+        in.dtype = static_cast<c10::ScalarType>(c->value.toInt());
+      } else if (kv.first.as_string() == "sizes") {
+        if (!kv.second.is_sequence()) bad("sizes is not a sequence");
+        for (const Argument& d : kv.second.items()) {
+          Plan::DimCheck dc;
+          if (d.kind() == ArgKind::Int) {
+            dc.size = d.as_int();
+          } else if (d.kind() == ArgKind::Tuple) {
+            const auto& t = d.items();
+            if (t.size() != 3 || !t[0].is_string()) bad("a symbol is not (name, min, max)");
+            dc.kind = Plan::DimCheck::Kind::Symbol;
+            dc.sym = symbol(std::string(t[0].as_string()), index, in.dims.size(), &dc.first);
+            dc.min = t[1].kind() == ArgKind::Int ? t[1].as_int() : 0;
+            dc.max = t[2].kind() == ArgKind::Int ? t[2].as_int() : -1;
+          } else if (d.kind() == ArgKind::List) {
+            dc.kind = Plan::DimCheck::Kind::Poly;
+            for (const Argument& m : d.items()) {
+              if (m.kind() != ArgKind::Tuple || m.items().size() != 2 || m.items()[0].kind() != ArgKind::Int ||
+                  !m.items()[1].is_sequence())
+                bad("a monomial is not (coefficient, symbols)");
+              std::vector<int32_t> syms;
+              for (const Argument& x : m.items()[1].items()) {
+                if (!x.is_string()) bad("a symbol name is not a string");
+                auto it = symbol_index_.find(std::string(x.as_string()));
+                if (it == symbol_index_.end()) {
+                  syms.clear();
+                  dc.kind = Plan::DimCheck::Kind::Static;
+                  dc.size = -1;  // a symbol no input binds: not checked
+                  break;
+                }
+                syms.push_back(it->second);
+              }
+              if (dc.kind != Plan::DimCheck::Kind::Poly) break;
+              dc.poly.emplace_back(m.items()[0].as_int(), std::move(syms));
+            }
+          } else {
+            dc.size = -1;  // not checked
+          }
+          in.dims.push_back(std::move(dc));
+        }
+      }
+    }
+    in.has_spec = true;
+  }
+
+  int32_t symbol(const std::string& name, size_t input, size_t dim, bool* first) {
+    auto [it, added] = symbol_index_.emplace(name, static_cast<int32_t>(plan_.symbols.size()));
+    if (added) plan_.symbols.push_back({name, input, dim});
+    *first = added;
+    return it->second;
+  }
+
   Compiler(const Graph& g, const std::vector<NamedTensor>& tensors, Plan& plan)
       : graph_(g), plan_(plan), slots_(g.node_capacity(), kNoSlot) {
     for (auto& t : tensors) tensors_.emplace(t.name, &t.tensor);
@@ -44,8 +105,10 @@ class Compiler {
               throw FormatError(where(n) + "a placeholder default must be a constant");
           }
           if (n->has_meta())
-            for (auto& kv : n->meta())
+            for (auto& kv : n->meta()) {
               if (kv.first == "tensor_meta") in.meta = &kv.second;
+              if (kv.first == "input_spec") input_spec(kv.second, in, plan_.inputs.size(), n);
+            }
           plan_.inputs.push_back(std::move(in));
           break;
         }
@@ -662,6 +725,7 @@ class Compiler {
   }
 
  private:
+  std::unordered_map<std::string, int32_t> symbol_index_;
   const Graph& graph_;
   Plan& plan_;
   std::vector<uint32_t> slots_;

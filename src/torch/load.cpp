@@ -38,6 +38,7 @@
 #include "fxcpp/torch/policy.h"
 #include "pt2_reader.h"
 #include "names.h"
+#include "storages.h"
 #include "zip_reader.h"
 
 namespace fxcpp::torch {
@@ -64,11 +65,7 @@ class Archive {
   /// graph.json gives it: a stored record cannot be larger than the file, so
   /// a larger claim is refused before anything is allocated.
   std::tuple<at::DataPtr, size_t> get(const std::string& name, uint64_t claimed = 0) {
-    if (claimed > reader_.file_size())
-      throw FormatError("fxcpp::torch: record '" + name + "' claims " + std::to_string(claimed) +
-                        " bytes, more than the whole file");
-    const zip::Entry* e = reader_.find(name);
-    if (!e) throw FormatError("fxcpp::torch: the archive has no record '" + name + "'");
+    const zip::Entry* e = &entry(name, claimed);
     if (name == kGraphRecord && e->size > kMaxGraphJsonBytes)
       throw FormatError("fxcpp::torch: graph.json has " + std::to_string(e->size) + " bytes, more than the " +
                         std::to_string(kMaxGraphJsonBytes) + " bytes (256 MiB) a .fxpt file's graph may have");
@@ -76,6 +73,15 @@ class Archive {
     at::DataPtr data = c10::GetCPUAllocator()->allocate(n);
     reader_.read(*e, data.get());
     return {std::move(data), n};
+  }
+  /// The entry of record `name`; `claimed` as for get().
+  const zip::Entry& entry(const std::string& name, uint64_t claimed = 0) const {
+    if (claimed > reader_.file_size())
+      throw FormatError("fxcpp::torch: record '" + name + "' claims " + std::to_string(claimed) +
+                        " bytes, more than the whole file");
+    const zip::Entry* e = reader_.find(name);
+    if (!e) throw FormatError("fxcpp::torch: the archive has no record '" + name + "'");
+    return *e;
   }
   /// The checked archive (for the .pt2 reader, Note [Reading .pt2 archives]).
   const zip::Reader& reader() const { return reader_; }
@@ -226,7 +232,7 @@ constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 48;
 bool mul_ok(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 bool add_ok(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_add_overflow(a, b, out); }
 
-std::vector<NamedTensor> read_tensors(const Json& doc, Archive& archive) {
+std::vector<NamedTensor> read_tensors(const Json& doc, Archive& archive, bool map) {
   const Json& storages = field(doc, "storages", "graph.json");
   const Json& tensors = field(doc, "tensors", "graph.json");
   if (!storages.is_array() || !tensors.is_array()) bad("storages and tensors must be arrays");
@@ -296,11 +302,11 @@ std::vector<NamedTensor> read_tensors(const Json& doc, Archive& archive) {
             " bytes a tensor may have");
     }
     if (!si.storage) {
-      auto [data, size] = archive.get(si.record, si.nbytes);
-      if (size != si.nbytes)
-        bad("storage record '" + si.record + "' has " + std::to_string(size) + " bytes, graph.json says " +
+      const zip::Entry& e = archive.entry(si.record, si.nbytes);
+      if (e.size != si.nbytes)
+        bad("storage record '" + si.record + "' has " + std::to_string(e.size) + " bytes, graph.json says " +
             std::to_string(si.nbytes));
-      si.storage = c10::Storage(c10::Storage::use_byte_size_t(), size, std::move(data), nullptr, false);
+      si.storage = record_storage(archive.reader(), e, map);  // Note [Memory-mapped weights]
     }
     auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(*si.storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
                                                      caffe2::TypeMeta::fromScalarType(dtype));
@@ -543,22 +549,35 @@ FileContents read_archive(Archive& archive, const LoadOptions& options) {
   if (pt2::is_pt2(archive.reader())) {
     std::tie(out.graph, out.tensors) = pt2::read(archive.reader(), options);
     out.class_name = "GraphModule";
-    return out;
+  } else {
+    Json doc = parse_graph(archive);
+    out.tensors = read_tensors(doc, archive, options.mmap);
+    out.graph = read_graph(doc, out.tensors, options);  // checks class_name
+    auto cls = doc.find("class_name");
+    out.class_name = cls != doc.end() ? cls->get<std::string>() : "GraphModule";
   }
-  Json doc = parse_graph(archive);
-  out.tensors = read_tensors(doc, archive);
-  out.graph = read_graph(doc, out.tensors, options);  // checks class_name
-  auto cls = doc.find("class_name");
-  out.class_name = cls != doc.end() ? cls->get<std::string>() : "GraphModule";
+  copy_written_tensors(*out.graph, out.tensors);  // Note [Memory-mapped weights] in zip_reader.cpp
   return out;
+}
+
+// The archive of the file at `path`: mapped when `options.mmap` (and the
+// file can be mapped), else read with pread (Note [Memory-mapped weights]).
+std::shared_ptr<const zip::Source> file_source(const std::string& path, const LoadOptions& options) {
+  if (options.mmap)
+    if (auto m = zip::MappedFile::open(path)) return m;
+  return std::make_shared<zip::FileSource>(path);
 }
 
 }  // namespace
 
 std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std::string& path, const LoadOptions& options) {
-  Archive archive(std::make_shared<zip::FileSource>(path));
-  FileContents c = read_archive(archive, options);
+  FileContents c = read_contents(path, options);
   return {std::move(c.graph), std::move(c.tensors)};
+}
+
+FileContents read_contents(const std::string& path, const LoadOptions& options) {
+  Archive archive(file_source(path, options));
+  return read_archive(archive, options);
 }
 
 FileContents read_buffer(const void* data, size_t size, const LoadOptions& options) {
@@ -581,7 +600,10 @@ namespace {
 // program would have as a .fxpt file (Python's load rebuilds its graph from it).
 std::string graph_json_of(Archive& archive) {
   if (!pt2::is_pt2(archive.reader())) return parse_graph(archive).dump(1);
-  auto [graph, tensors] = pt2::read(archive.reader(), LoadOptions{false, true});
+  LoadOptions options;
+  options.plan_memory = false;
+  options.trusted = true;
+  auto [graph, tensors] = pt2::read(archive.reader(), options);
   std::string bytes = save_to_buffer(*graph, tensors);
   Archive converted(std::make_shared<zip::MemorySource>(bytes.data(), bytes.size()));
   return parse_graph(converted).dump(1);

@@ -85,12 +85,26 @@ class Plan {
   using TensorTensorOut = at::Tensor&(const at::Tensor&, const at::Tensor&, at::Tensor&);
   using TensorScalarOut = at::Tensor&(const at::Tensor&, const c10::Scalar&, at::Tensor&);
 
+  /// One dimension of an exported input's spec (Note [Exported input checks] in pt2.cpp).
+  struct DimCheck {
+    enum class Kind : uint8_t { Static, Symbol, Poly } kind = Kind::Static;
+    int64_t size = 0;     ///< Static: the size
+    int32_t sym = -1;     ///< Symbol: its index in Plan::symbols
+    bool first = false;   ///< Symbol: its first occurrence (binds it; later ones compare)
+    int64_t min = 0;      ///< Symbol: its minimum (not enforced when <= 2)
+    int64_t max = -1;     ///< Symbol: its maximum, -1 when unbounded
+    std::vector<std::pair<int64_t, std::vector<int32_t>>> poly;  ///< Poly: sum of coef * product of symbols
+  };
+
   struct Input {
     uint32_t slot;
     std::string name;
     bool has_default = false;
     c10::IValue default_value;
     const Argument* meta = nullptr;  ///< the placeholder's tensor_meta, if recorded
+    bool has_spec = false;           ///< meta["input_spec"]: dtype and sizes it was exported for
+    c10::ScalarType dtype = c10::ScalarType::Undefined;
+    std::vector<DimCheck> dims;
   };
 
   struct Frame {
@@ -108,6 +122,12 @@ class Plan {
 
   std::vector<Instr> instrs;
   std::vector<Input> inputs;
+  /// The symbols of the inputs' specs, where each first occurs (input, dim).
+  struct Symbol {
+    std::string name;
+    size_t input = 0, dim = 0;
+  };
+  std::vector<Symbol> symbols;
   Operand output;
   uint32_t num_slots = 0;
   uint32_t num_managed = 0;  ///< instructions writing into planned buffers
@@ -197,6 +217,7 @@ class Plan {
   c10::IValue eval(const Operand& o, Frame& f) const;
   void run_primitive(const Instr& in, Frame& f) const;
   void check_inputs(const std::vector<c10::IValue>& args) const;
+  void check_exported_inputs(const std::vector<c10::IValue>& args) const;
   void learn_out(const Instr& in, Frame& f, const c10::IValue& result) const;
   bool run_fast(const Instr& in, Frame& f) const;
   const at::Tensor* tensor_operand(const Operand& o, Frame& f) const;

@@ -18,6 +18,7 @@
 #include "fxcpp/torch/pt2.h"
 #include "names.h"
 #include "pt2_reader.h"
+#include "storages.h"
 
 namespace fxcpp::torch::pt2 {
 
@@ -203,6 +204,7 @@ class Builder {
   void define(const std::string& name, Argument v, const std::string& where);
   Node* call(Object target, std::vector<Argument> args, KwArgs kwargs, const std::string& name);
   Argument tensor_meta(const Json& meta, const std::string& where);
+  Argument input_spec(const Json& meta, const std::string& where);
   void check_enums(const std::string& node, const AtenOp& op, const std::vector<Argument>& args, const KwArgs& kwargs);
 
   const zip::Reader& z_;
@@ -274,10 +276,7 @@ c10::Storage Builder::storage(const std::string& record, const std::string& wher
   if (it != storages_.end()) return it->second;
   const zip::Entry* e = z_.find(record);
   if (!e) bad(where + ": the archive has no record '" + record + "'");
-  const size_t n = static_cast<size_t>(e->size);
-  at::DataPtr data = c10::GetCPUAllocator()->allocate(n);
-  z_.read(*e, data.get());
-  c10::Storage s(c10::Storage::use_byte_size_t(), n, std::move(data), nullptr, false);
+  c10::Storage s = record_storage(z_, *e, options_.mmap);  // Note [Memory-mapped weights] in zip_reader.cpp
   storages_.emplace(record, s);
   return s;
 }
@@ -459,6 +458,187 @@ Argument Builder::tensor_meta(const Json& meta, const std::string& where) {
   return Argument::dict(std::move(p));
 }
 
+// Note [Exported input checks]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An exported program holds for the inputs it was exported for: their dtypes,
+// their static sizes, and for each symbolic size its range
+// (range_constraints) and its relations to the other inputs' sizes (one
+// symbol in two inputs; a size derived from a symbol, "2*s0 - 1"). Each user
+// input placeholder of a .pt2 archive carries them as meta["input_spec"],
+// which the runtime checks before each forward (Plan::check_inputs), raising
+// InputError in the words torch's own check uses ("Expected input at
+// x.shape[1] to be equal to 4, but got 5"). The spec is a dict:
+// * "dtype": the exported dtype (torch.export's ep.module() does not check it;
+//   a kernel would then fail deep in the graph, or promote silently);
+// * "sizes": one item per dimension: an int (static), a tuple (symbol name,
+//   min, max or None) for a plain symbol, a list of (coefficient, symbol
+//   names) monomials for a polynomial of symbols (sympy's Add, Mul, Integer,
+//   Symbol, as the archive spells them), or None (another expression: not
+//   checked; the kernels see it).
+// As torch's check does, a minimum of 2 or less is not enforced: export
+// assumes sizes of 0 and 1 away (it specializes them) and records 2 for a
+// Dim declared without a minimum, yet the program runs at 1.
+namespace {
+
+// A parsed sympy srepr expression as a polynomial; false when it is not one
+// (another function, a rational, a malformed text).
+struct Monomial {
+  int64_t coef;
+  std::vector<std::string> syms;
+};
+using Poly = std::vector<Monomial>;
+
+class ExprParser {
+ public:
+  explicit ExprParser(const std::string& s) : s_(s) {}
+  bool parse(Poly* out) {
+    if (!term(out, 0)) return false;
+    skip();
+    return at_ == s_.size();
+  }
+
+ private:
+  void skip() {
+    while (at_ < s_.size() && s_[at_] == ' ') ++at_;
+  }
+  bool eat(char c) {
+    skip();
+    if (at_ < s_.size() && s_[at_] == c) return ++at_, true;
+    return false;
+  }
+  std::string word() {
+    skip();
+    size_t b = at_;
+    while (at_ < s_.size() && (is_word_char(s_[at_]))) ++at_;
+    return s_.substr(b, at_ - b);
+  }
+  bool integer(int64_t* v) {
+    skip();
+    bool neg = at_ < s_.size() && s_[at_] == '-';
+    if (neg) ++at_;
+    size_t b = at_;
+    int64_t x = 0;
+    while (at_ < s_.size() && s_[at_] >= '0' && s_[at_] <= '9') {
+      if (__builtin_mul_overflow(x, 10, &x) || __builtin_add_overflow(x, s_[at_] - '0', &x)) return false;
+      ++at_;
+    }
+    *v = neg ? -x : x;
+    return at_ > b;
+  }
+  // Skips `, key=value` pairs up to the closing parenthesis (Symbol's assumptions).
+  bool rest_of_call() {
+    while (eat(',')) {
+      std::string k = word();
+      if (k.empty() || !eat('=')) return false;
+      if (word().empty()) return false;
+    }
+    return eat(')');
+  }
+  bool term(Poly* out, int depth) {
+    if (depth > 32) return false;
+    std::string head = word();
+    if (!eat('(')) return false;
+    if (head == "Integer") {
+      int64_t v;
+      if (!integer(&v) || !eat(')')) return false;
+      *out = {{v, {}}};
+      return true;
+    }
+    if (head == "Symbol") {
+      skip();
+      if (at_ >= s_.size() || (s_[at_] != '\'' && s_[at_] != '"')) return false;
+      char q = s_[at_++];
+      size_t b = at_;
+      while (at_ < s_.size() && s_[at_] != q) ++at_;
+      if (at_ >= s_.size()) return false;
+      std::string name = s_.substr(b, at_ - b);
+      ++at_;
+      if (!is_identifier(name) || !rest_of_call()) return false;
+      *out = {{1, {name}}};
+      return true;
+    }
+    if (head != "Add" && head != "Mul") return false;
+    std::vector<Poly> parts;
+    do {
+      Poly p;
+      if (!term(&p, depth + 1)) return false;
+      parts.push_back(std::move(p));
+    } while (eat(','));
+    if (!eat(')') || parts.empty() || parts.size() > 64) return false;
+    Poly acc = parts[0];
+    for (size_t i = 1; i < parts.size(); ++i) {
+      if (head == "Add") {
+        acc.insert(acc.end(), parts[i].begin(), parts[i].end());
+      } else {
+        Poly prod;
+        for (const Monomial& a : acc)
+          for (const Monomial& b : parts[i]) {
+            Monomial m{0, a.syms};
+            if (__builtin_mul_overflow(a.coef, b.coef, &m.coef)) return false;
+            m.syms.insert(m.syms.end(), b.syms.begin(), b.syms.end());
+            prod.push_back(std::move(m));
+          }
+        acc = std::move(prod);
+      }
+      if (acc.size() > 64) return false;
+    }
+    *out = std::move(acc);
+    return true;
+  }
+  const std::string& s_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+// meta["input_spec"] of a user input (Note [Exported input checks]).
+Argument Builder::input_spec(const Json& meta, const std::string& where) {
+  std::vector<Argument> dims;
+  for (const Json& s : as_array(field(meta, "sizes", where), where + ".sizes")) {
+    auto [tag, v] = as_union(s, where + ".sizes");
+    if (tag == "as_int") {
+      dims.push_back(Argument::integer(as_int(*v, where + ".sizes")));
+      continue;
+    }
+    if (tag != "as_expr") bad(where + ".sizes: unknown size kind '" + tag + "'");
+    const Json* text = opt_field(*v, "expr_str", where + ".sizes");
+    Poly poly;
+    if (!text || !text->is_string() || text->get<std::string>().size() > 4096 ||
+        !ExprParser(text->get<std::string>()).parse(&poly)) {
+      dims.push_back(Argument::none());
+      continue;
+    }
+    if (poly.size() == 1 && poly[0].coef == 1 && poly[0].syms.size() == 1) {
+      const std::string& sym = poly[0].syms[0];
+      Argument lo = Argument::none(), hi = Argument::none();
+      if (range_constraints_ && range_constraints_->contains(sym)) {
+        const Json& r = (*range_constraints_)[sym];
+        const Json* mn = opt_field(r, "min_val", "range_constraints." + sym);
+        const Json* mx = opt_field(r, "max_val", "range_constraints." + sym);
+        // Unbounded ends are null (or a huge int: int_oo).
+        if (mn && mn->is_number_integer()) lo = Argument::integer(as_int(*mn, "range_constraints." + sym));
+        if (mx && mx->is_number_integer() && !(mx->is_number_unsigned() && mx->get<uint64_t>() > uint64_t(INT64_MAX)))
+          hi = Argument::integer(mx->get<int64_t>());
+      }
+      dims.push_back(Argument::tuple({Argument::string(sym), lo, hi}));
+      continue;
+    }
+    std::vector<Argument> monos;
+    for (const Monomial& m : poly) {
+      std::vector<Argument> syms;
+      for (const std::string& x : m.syms) syms.push_back(Argument::string(x));
+      monos.push_back(Argument::tuple({Argument::integer(m.coef), Argument::tuple(std::move(syms))}));
+    }
+    dims.push_back(Argument::list(std::move(monos)));
+  }
+  ArgPairs p;
+  p.emplace_back(Argument::string("dtype"),
+                 Argument::foreign(torch_constant(
+                     TorchConstant::Kind::Dtype, dtype_name(scalar_type(as_int(field(meta, "dtype", where), where), where)))));
+  p.emplace_back(Argument::string("sizes"), Argument::tuple(std::move(dims)));
+  return Argument::dict(std::move(p));
+}
+
 Node* Builder::call(Object target, std::vector<Argument> args, KwArgs kwargs, const std::string& name) {
   return g_->create_node(Op::CallFunction, Target(std::move(target)), std::move(args), std::move(kwargs), name);
 }
@@ -580,8 +760,10 @@ void Builder::inputs(const Json& sig, const Json& graph, size_t num_user_inputs)
         unsupported(w + ": user inputs of kind '" + atag + "' (constants, containers) are not supported yet");
       }
       Node* n = g_->create_node(Op::Placeholder, Target(identifier(name, w + ": input name")), {}, {}, name);
-      if (atag == "as_tensor" && tensor_values_ && tensor_values_->contains(name))
+      if (atag == "as_tensor" && tensor_values_ && tensor_values_->contains(name)) {
         n->meta().emplace_back("tensor_meta", tensor_meta((*tensor_values_)[name], "graph.tensor_values." + name));
+        n->meta().emplace_back("input_spec", input_spec((*tensor_values_)[name], "graph.tensor_values." + name));
+      }
       define(name, Argument::node(n), w);
       user_inputs_.emplace(name, n);
       placeholders_.push_back(n);
@@ -876,6 +1058,8 @@ std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> Builder::run() {
   const Json& graph = field(gm, "graph", "graph_module");
   const Json& sig = field(gm, "signature", "graph_module");
   tensor_values_ = opt_field(graph, "tensor_values", "graph");
+  range_constraints_ = opt_field(doc, "range_constraints", model_record);
+  if (range_constraints_ && !range_constraints_->is_object()) bad("range_constraints is not an object");
   if (tensor_values_ && !tensor_values_->is_object()) bad("graph.tensor_values is not an object");
   const char* const sym_tables[] = {"sym_int_values", "sym_float_values", "sym_bool_values"};
   for (size_t i = 0; i < 3; ++i) {

@@ -7,6 +7,9 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/InferenceMode.h>
 
+#include <c10/util/SmallVector.h>
+
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 
@@ -509,6 +512,84 @@ void Plan::check_inputs(const std::vector<c10::IValue>& args) const {
       size_t want = in.meta->items().size();
       if (!v.isList() && !v.isTuple())
         throw InputError(who + "expected a sequence of " + std::to_string(want) + " values, got " + describe(v));
+    }
+  }
+  if (!symbols.empty() || std::any_of(inputs.begin(), inputs.end(), [](const Input& in) { return in.has_spec; }))
+    check_exported_inputs(args);
+}
+
+// Note [Exported input checks] in pt2.cpp: the dtypes, static sizes, symbol
+// ranges and relations an exported program's inputs had, in torch's words.
+void Plan::check_exported_inputs(const std::vector<c10::IValue>& args) const {
+  c10::SmallVector<int64_t, 8> bound(symbols.size(), -1);
+  auto at = [&](size_t i, size_t d) { return inputs[i].name + ".shape[" + std::to_string(d) + "]"; };
+  auto fail = [&](size_t i, const std::string& what) {
+    throw InputError("fxcpp::torch: input " + std::to_string(i) + " ('" + inputs[i].name + "'): " + what);
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      const Input& in = inputs[i];
+      if (!in.has_spec) continue;
+      if (!args[i].isTensor()) fail(i, "expected a Tensor, got " + describe(args[i]));
+      const at::Tensor& t = args[i].toTensor();
+      if (pass == 0) {
+        if (in.dtype != c10::ScalarType::Undefined && t.scalar_type() != in.dtype)
+          fail(i, "Expected input at " + in.name + " to have dtype " + dtype_name(in.dtype) +
+                      " (the program was exported for it), but got " + dtype_name(t.scalar_type()));
+        if (static_cast<size_t>(t.dim()) != in.dims.size())
+          fail(i, "Expected input at " + in.name + " to have " + std::to_string(in.dims.size()) +
+                      " dimensions, but got " + std::to_string(t.dim()));
+      }
+      for (size_t d = 0; d < in.dims.size(); ++d) {
+        const DimCheck& dc = in.dims[d];
+        const int64_t got = t.size(static_cast<int64_t>(d));
+        switch (dc.kind) {
+          case DimCheck::Kind::Static:
+            if (pass == 0 && dc.size >= 0 && got != dc.size)
+              fail(i, "Expected input at " + at(i, d) + " to be equal to " + std::to_string(dc.size) + ", but got " +
+                          std::to_string(got) + " (the program was exported with that size static)");
+            break;
+          case DimCheck::Kind::Symbol:
+            if (pass != 0) break;
+            if (dc.min > 2 && got < dc.min)
+              fail(i, "Expected input at " + at(i, d) + " to be >= " + std::to_string(dc.min) + ", but got " +
+                          std::to_string(got) + " (the range of " + symbols[dc.sym].name + " it was exported with)");
+            if (dc.max >= 0 && got > dc.max)
+              fail(i, "Expected input at " + at(i, d) + " to be <= " + std::to_string(dc.max) + ", but got " +
+                          std::to_string(got) + " (the range of " + symbols[dc.sym].name + " it was exported with)");
+            if (bound[dc.sym] < 0) {
+              bound[dc.sym] = got;
+            } else if (bound[dc.sym] != got) {
+              const Symbol& s = symbols[dc.sym];
+              fail(i, "Expected input at " + at(i, d) + " to be equal to " + at(s.input, s.dim) + " (" +
+                          std::to_string(bound[dc.sym]) + "), but got " + std::to_string(got) +
+                          " (both are the size " + s.name + " in the exported program)");
+            }
+            break;
+          case DimCheck::Kind::Poly: {
+            if (pass != 1) break;
+            int64_t want = 0;
+            bool ok = true;
+            std::string expr;
+            for (const auto& [coef, syms] : dc.poly) {
+              int64_t m = coef;
+              // "2*x.shape[0] - 1": the coefficient's sign joins the terms, a 1 is left out.
+              const uint64_t mag = coef < 0 ? uint64_t(0) - uint64_t(coef) : uint64_t(coef);
+              std::string term = mag == 1 && !syms.empty() ? "" : std::to_string(mag);
+              for (int32_t s : syms) {
+                ok = ok && bound[s] >= 0 && !__builtin_mul_overflow(m, bound[s], &m);
+                term += (term.empty() ? "" : "*") + at(symbols[s].input, symbols[s].dim);
+              }
+              ok = ok && !__builtin_add_overflow(want, m, &want);
+              expr += expr.empty() ? (coef < 0 ? "-" : "") + term : (coef < 0 ? " - " : " + ") + term;
+            }
+            if (ok && got != want)
+              fail(i, "Expected input at " + at(i, d) + " to be equal to " + expr + " (" + std::to_string(want) +
+                          "), but got " + std::to_string(got));
+            break;
+          }
+        }
+      }
     }
   }
 }

@@ -34,6 +34,7 @@
 #include "zip_reader.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -42,6 +43,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace fxcpp::torch::zip {
 
@@ -175,6 +179,128 @@ FileSource::FileSource(const std::string& path) : path_(path) {
 FileSource::~FileSource() { ::close(fd_); }
 
 void FileSource::read(uint64_t pos, void* dst, size_t n) const {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd_, static_cast<char*>(dst) + done, n - done, static_cast<off_t>(pos + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      throw FormatError("fxcpp::torch: cannot read " + std::to_string(n) + " bytes at offset " + std::to_string(pos) +
+                        " of '" + path_ + "'" + (r < 0 ? std::string(": ") + std::strerror(errno) : " (the file shrank)"));
+    done += static_cast<size_t>(r);
+  }
+}
+
+// Note [Memory-mapped weights]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// load() and read_file() of a path (LoadOptions::mmap, on by default) map the
+// file instead of reading it, and the tensors of .fxpt and .pt2 files alike
+// view their records in the mapping: loading costs the file's structures and
+// graph, not its weights, which the kernel pages in when they are first used
+// (and may drop again under memory pressure: they are clean file pages).
+// * One mapping per file per process: MappedFile::open keys a table of weak
+//   references by (device, inode, size, mtime), so modules loaded from one
+//   file share it, their weights have the same data pointers, and the
+//   mapping goes when the last tensor viewing it goes (the tensors' DataPtr
+//   holds a reference). A file saved again (a new inode, size or mtime) gets
+//   a new mapping.
+// * The mapping is MAP_PRIVATE with PROT_READ | PROT_WRITE: writing into a
+//   mapped tensor copies that page for this process (copy-on-write) and never
+//   changes the file; a read-only mapping would turn such a write (an
+//   optimizer step on fxcpp.aten.load(..., runtime='python')'s parameters)
+//   into SIGSEGV. The write is seen by every module sharing the mapping, as
+//   it would be by every view of one tensor: load with mmap off for weights
+//   of one's own. The runtime itself never writes into a mapping: tensors
+//   the graph writes (buffer mutations, in-place ops on get_attr values and
+//   their views) are copied at load (copy_written_tensors in load.cpp).
+// * Everything is checked as before mapping changes nothing: the structures
+//   are read with pread and checked whole; a record's CRC-32 is verified
+//   through pread too, in chunks (Reader::map), so checking does not fault
+//   the weights into the process; tensor extents are checked against their
+//   record, and a tensor's storage is exactly its record's bytes, so nothing
+//   else of the file is reachable through it.
+// * Records are copied instead of mapped when they are not aligned to
+//   kMapAlignment in the file (PyTorch's writer, and so fxcpp's, aligns them
+//   to 64 bytes; a crafted or foreign archive may not: kernels may assume
+//   their dtype's alignment), or when the file cannot be mapped (mmap
+//   failing, an empty file). Records are never compressed (Note [Strict zip
+//   container]), so none is inflated. Bytes in memory (load_from_buffer,
+//   read_buffer) are copied: the caller's buffer has no lifetime the tensors
+//   could hold.
+// * The file must stay as it was while tensors view it. Replacing it
+//   (saving again: Note [Atomic saving] renames a new file over it) is safe,
+//   the mapping keeps the old inode. Changing it in place shows the new bytes
+//   in the weights (they were checked when loaded, not since); truncating it
+//   makes reading a weight past the new end raise SIGBUS, which kills the
+//   process. A file another process may change or truncate while it is used
+//   (a shared or download folder) should be loaded with mmap off
+//   (LoadOptions::mmap = false, mmap=False in Python): its records are then
+//   read into memory, as bytes in memory are.
+
+namespace {
+
+struct MapKey {
+  uint64_t dev, ino, size;
+  int64_t mtime_s, mtime_ns;
+  bool operator<(const MapKey& o) const {
+    return std::tie(dev, ino, size, mtime_s, mtime_ns) < std::tie(o.dev, o.ino, o.size, o.mtime_s, o.mtime_ns);
+  }
+};
+
+std::mutex& map_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<MapKey, std::weak_ptr<const MappedFile>>& map_table() {
+  static auto* t = new std::map<MapKey, std::weak_ptr<const MappedFile>>();  // never destroyed: used at exit
+  return *t;
+}
+
+}  // namespace
+
+std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw FormatError("fxcpp::torch: cannot open '" + path + "': " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw FormatError("fxcpp::torch: '" + path + "' is not a regular file");
+  }
+  const MapKey key{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size),
+                   static_cast<int64_t>(st.st_mtim.tv_sec), static_cast<int64_t>(st.st_mtim.tv_nsec)};
+  std::lock_guard<std::mutex> lock(map_mutex());
+  auto& table = map_table();
+  auto it = table.find(key);
+  if (it != table.end()) {
+    if (auto alive = it->second.lock()) {
+      ::close(fd);
+      return alive;
+    }
+  }
+  if (st.st_size <= 0 || static_cast<uint64_t>(st.st_size) > SIZE_MAX) {
+    ::close(fd);
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  if (p == MAP_FAILED) {
+    ::close(fd);
+    return nullptr;
+  }
+  std::shared_ptr<MappedFile> m(new MappedFile());
+  m->fd_ = fd;
+  m->base_ = static_cast<char*>(p);
+  m->size_ = static_cast<uint64_t>(st.st_size);
+  m->path_ = path;
+  for (auto i = table.begin(); i != table.end();) i = i->second.expired() ? table.erase(i) : std::next(i);
+  table[key] = m;
+  return m;
+}
+
+MappedFile::~MappedFile() {
+  ::munmap(base_, static_cast<size_t>(size_));
+  ::close(fd_);
+}
+
+void MappedFile::read(uint64_t pos, void* dst, size_t n) const {
   size_t done = 0;
   while (done < n) {
     ssize_t r = ::pread(fd_, static_cast<char*>(dst) + done, n - done, static_cast<off_t>(pos + done));
@@ -463,6 +589,24 @@ Reader::Reader(std::shared_ptr<const Source> source) : source_(std::move(source)
     prev = &iv;
   }
   if (pos != size) corrupt("the end record does not end the file");  // unreachable: the end record ends at size
+}
+
+const char* Reader::map(const Entry& entry) const {
+  if (!dynamic_cast<const MappedFile*>(source_.get())) return nullptr;
+  const size_t n = static_cast<size_t>(entry.size);
+  constexpr size_t kChunk = size_t(1) << 20;
+  std::vector<unsigned char> buf(std::min(n, kChunk));
+  uint32_t crc = 0;
+  for (size_t done = 0; done < n;) {
+    const size_t k = std::min(n - done, kChunk);
+    source_->read(entry.data + done, buf.data(), k);
+    crc = crc32(crc, buf.data(), k);
+    done += k;
+  }
+  if (crc != entry.crc32)
+    corrupt("record " + printable(entry.name) + " has CRC-32 " + hex(crc) + ", the archive says " + hex(entry.crc32) +
+            " (the file is damaged or was altered)");
+  return source_->view(entry.data, n);
 }
 
 const Entry* Reader::find(const std::string& record) const {

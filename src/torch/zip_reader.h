@@ -59,6 +59,40 @@ class FileSource final : public Source {
   std::string path_;
 };
 
+/// A regular file mapped into memory (Note [Memory-mapped weights] in
+/// zip_reader.cpp): one private, copy-on-write mapping of the whole file,
+/// shared by every MappedFile of the same file (device, inode, size, mtime)
+/// alive in the process. Structures are read with pread (read()); view() points
+/// into the mapping, so records can back tensors without a copy.
+class MappedFile final : public Source {
+ public:
+  /// The mapping of `path`: one already alive in the process for the same
+  /// file (same device, inode, size and mtime), else a new one. Throws
+  /// FormatError when the file cannot be opened or is not a regular file;
+  /// returns null when it cannot be mapped (an empty file, mmap failing: the
+  /// caller reads it with FileSource instead).
+  static std::shared_ptr<const MappedFile> open(const std::string& path);
+  ~MappedFile() override;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  /// The file's size when it was mapped.
+  uint64_t size() const override { return size_; }
+  /// pread until `n` bytes are read (does not fault the mapping's pages in).
+  void read(uint64_t pos, void* dst, size_t n) const override;
+  /// A pointer into the mapping (private, copy-on-write: writing through it
+  /// never changes the file, but is seen by every user of this mapping).
+  const char* view(uint64_t pos, size_t n) const override { return base_ + pos; }
+  /// The first byte of the mapping (for tests and for telling mapped tensors apart).
+  const char* base() const { return base_; }
+
+ private:
+  MappedFile() = default;
+  int fd_ = -1;
+  char* base_ = nullptr;
+  uint64_t size_ = 0;
+  std::string path_;
+};
+
 /// Bytes the caller keeps alive while the Source is used.
 class MemorySource final : public Source {
  public:
@@ -107,6 +141,13 @@ class Reader {
   /// Copies the entry's `size` bytes to `dst` and verifies their CRC-32;
   /// throws FormatError naming the record when it does not match.
   void read(const Entry& entry, void* dst) const;
+  /// The entry's bytes in place, in a MappedFile source, after their CRC-32
+  /// is verified through Source::read (in chunks, so the mapping's pages are
+  /// not faulted in); null when the source is not a MappedFile. Throws
+  /// FormatError naming the record when the CRC-32 does not match.
+  const char* map(const Entry& entry) const;
+  /// The source (callers keep it alive, e.g. a MappedFile behind tensors).
+  const std::shared_ptr<const Source>& source() const { return source_; }
 
  private:
   std::shared_ptr<const Source> source_;

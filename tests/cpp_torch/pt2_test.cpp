@@ -519,5 +519,89 @@ TEST(Pt2, WriterRefusesWhatAProgramCannotExpress) {
   }
 }
 
+// ---- Note [Exported input checks] ------------------------------------------------------------
+
+// The InputError text of m.forward(inputs), "" when it ran (or failed otherwise).
+std::string input_error(const Module& m, std::vector<c10::IValue> inputs) {
+  try {
+    m.forward(std::move(inputs));
+  } catch (const InputError& e) {
+    return e.what();
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
+Module load_edited(const std::string& name, const std::function<void(Json&)>& edit) {
+  auto rs = records_of(read_bytes(fixture(name)));
+  ZipRecord& r = record(rs, "/models/model.json");
+  Json doc = Json::parse(r.data);
+  edit(doc);
+  r.data = doc.dump();
+  std::string bytes = ziptest::build_zip(rs);
+  return load_from_buffer(bytes.data(), bytes.size());
+}
+
+at::Tensor filled(std::vector<int64_t> sizes, c10::ScalarType t = at::kFloat) {
+  return at::full(sizes, 0.5, at::TensorOptions().dtype(t));
+}
+
+TEST(Pt2, InputsAreCheckedAgainstTheExport) {
+  // convnet: x is [batch, 3, 8, 8] with a symbolic batch, float32.
+  Module m = load(fixture("convnet"));
+  for (int64_t n : {1, 2, 5}) EXPECT_EQ(input_error(m, {filled({n, 3, 8, 8})}), "") << n;  // a minimum of 2 is not enforced
+  std::string e = input_error(m, {filled({2, 3, 9, 8})});
+  EXPECT_NE(e.find("input 0 ('x'): Expected input at x.shape[2] to be equal to 8, but got 9"), std::string::npos) << e;
+  e = input_error(m, {filled({2, 3, 8, 8}, at::kDouble)});
+  EXPECT_NE(e.find("Expected input at x to have dtype float32"), std::string::npos) << e;
+  EXPECT_NE(e.find("but got float64"), std::string::npos) << e;
+  e = input_error(m, {filled({3, 8, 8})});
+  EXPECT_NE(e.find("dimensional tensor, got one with 3"), std::string::npos) << e;  // the rank check, first
+
+  // The batch's range: [3, 4].
+  Module r = load_edited("convnet", [](Json& d) {
+    ASSERT_EQ(d["range_constraints"].size(), 1u);
+    for (auto& kv : d["range_constraints"].items()) kv.value() = {{"min_val", 3}, {"max_val", 4}};
+  });
+  EXPECT_EQ(input_error(r, {filled({3, 3, 8, 8})}), "");
+  EXPECT_EQ(input_error(r, {filled({4, 3, 8, 8})}), "");
+  e = input_error(r, {filled({5, 3, 8, 8})});
+  EXPECT_NE(e.find("Expected input at x.shape[0] to be <= 4, but got 5"), std::string::npos) << e;
+  e = input_error(r, {filled({2, 3, 8, 8})});
+  EXPECT_NE(e.find("Expected input at x.shape[0] to be >= 3, but got 2"), std::string::npos) << e;
+
+  // functional: x [3, 4], y [3, 2], static; made to share a symbol, then to derive y's from it.
+  Module f = load(fixture("functional"));
+  e = input_error(f, {filled({4, 4}), filled({3, 2})});
+  EXPECT_NE(e.find("Expected input at x.shape[0] to be equal to 3, but got 4"), std::string::npos) << e;
+  auto symbolic = [](const std::string& expr) {
+    return Json{{"as_expr", {{"expr_str", expr}, {"hint", {{"as_int", 3}}}}}};
+  };
+  const std::string s0 = "Symbol('s0', positive=True, integer=True)";
+  Module shared = load_edited("functional", [&](Json& d) {
+    auto& tv = d["graph_module"]["graph"]["tensor_values"];
+    tv["x"]["sizes"][0] = symbolic(s0);
+    tv["y"]["sizes"][0] = symbolic(s0);
+  });
+  EXPECT_EQ(input_error(shared, {filled({5, 4}), filled({5, 2})}), "");
+  e = input_error(shared, {filled({3, 4}), filled({4, 2})});
+  EXPECT_NE(e.find("input 1 ('y'): Expected input at y.shape[0] to be equal to x.shape[0] (3), but got 4"),
+            std::string::npos)
+      << e;
+  Module derived = load_edited("functional", [&](Json& d) {
+    auto& tv = d["graph_module"]["graph"]["tensor_values"];
+    tv["x"]["sizes"][0] = symbolic(s0);
+    tv["y"]["sizes"][0] = symbolic("Add(Mul(Integer(2), " + s0 + "), Integer(-1))");
+  });
+  e = input_error(derived, {filled({3, 4}), filled({4, 2})});
+  EXPECT_NE(e.find("Expected input at y.shape[0] to be equal to 2*x.shape[0] - 1 (5), but got 4"), std::string::npos)
+      << e;
+  // An expression the check does not read (FloorDiv) is left to the kernels.
+  Module other = load_edited("functional", [&](Json& d) {
+    d["graph_module"]["graph"]["tensor_values"]["y"]["sizes"][0] = symbolic("FloorDiv(" + s0 + ", Integer(2))");
+  });
+  EXPECT_EQ(input_error(other, {filled({3, 4}), filled({3, 2})}), "");
+}
+
 }  // namespace
 }  // namespace fxcpp::torch

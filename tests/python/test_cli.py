@@ -6,10 +6,13 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 
 import pytest
+import torch
 
 import fxcpp
+from fxcpp import _torch_compat
 
 PYTHON = sys.executable  # the interpreter (and torch) of this session: the package under test is built for it
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -398,6 +401,57 @@ def test_export_run_and_show_a_saved_model(workdir, tmp_path):
     assert p.stdout == aten.load(str(out)).code.strip("\n") + "\n"
     p = run(workdir, "show", str(out), "--format", "graph")
     assert p.returncode == 0 and p.stdout.startswith("graph():")
+
+
+@pytest.mark.skipif(not _torch_compat.HAS_EXPORT,
+                    reason=f"fxcpp export -o FILE.pt2 uses torch.export (torch 2.5 on); this torch is {torch.__version__}")
+def test_export_to_pt2_with_torch_export_then_run_and_show(workdir, tmp_path):
+    out = tmp_path / "small.pt2"
+    p = run(workdir, "export", "mymodels:Small", "--input-shape", "2,4", "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "fxcpp: exported mymodels:Small with torch.export" in p.stderr and "fxcpp: wrote" in p.stderr
+    assert all(line.startswith("fxcpp: ") for line in p.stderr.splitlines()), p.stderr
+    # torch's own archive: torch.export.load reads it, and it equals the model.
+    ep = torch.export.load(str(out))
+    x = torch.randn(2, 4)
+    from fxcpp import aten
+    torch.testing.assert_close(aten.load(str(out), runtime="cpp")(x), ep.module()(x))
+    assert oct(out.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+    p = run(workdir, "run", str(out), "--input-shape", "2,4", "--repeat", "2")
+    assert p.returncode == 0, p.stderr
+    assert "output: float32[2, 3]" in p.stdout
+    # Its sizes were fixed at export: another batch is a clear error (Note [Exported input checks]).
+    assert_clean_error(run(workdir, "run", str(out), "--input-shape", "3,4"),
+                       "Expected input at x.shape[0] to be equal to 2, but got 3")
+    p = run(workdir, "show", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "torch.ops.aten.linear.default(x, p_lin_weight, p_lin_bias)" in p.stdout, p.stdout
+    # A name that is neither .pt2 nor .fxpt gets .pt2 on this torch.
+    other = tmp_path / "small.model"
+    assert run(workdir, "export", "mymodels:Small", "--input-shape", "2,4", "-o", str(other)).returncode == 0
+    assert zipfile.ZipFile(other).read(next(n for n in zipfile.ZipFile(other).namelist()
+                                            if n.endswith("archive_format"))) == b"pt2"
+    # What torch.export cannot export is a clean error with a way out.
+    assert_clean_error(run(workdir, "export", "mymodels:fn", "--input-shape", "2,4", "-o", str(tmp_path / "f.pt2")),
+                       "not an nn.Module")
+
+
+def _umask():
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+@pytest.mark.skipif(_torch_compat.HAS_EXPORT, reason="this torch has torch.export")
+def test_export_to_pt2_needs_torch_export(workdir, tmp_path):
+    assert_clean_error(run(workdir, "export", "mymodels:Small", "--input-shape", "2,4", "-o", str(tmp_path / "s.pt2")),
+                       "torch.export", "-o FILE.fxpt", code=2)
+
+
+def test_version_is_the_packages():
+    assert re.fullmatch(r"\d+\.\d+\.\d+", fxcpp.__version__)
+    p = run(REPO, "--version")
+    assert p.returncode == 0 and p.stdout.strip() == f"fxcpp {fxcpp.__version__}", (p.stdout, p.stderr)
 
 
 def test_runtime_commands_fail_cleanly(workdir, tmp_path):

@@ -48,6 +48,12 @@ def test_demo_runs_end_to_end():
     assert "symbolic_trace(resnet18)" in out and "torch.fx" in out
     assert "identical to torch.fx's: yes" in out
     assert "identical outputs: yes" in out
+    assert "7. torch.export" in out
+    from fxcpp import _torch_compat
+    if _torch_compat.HAS_EXPORT:  # torch's .pt2 run by the C++ program, checked against eager
+        assert "C++ program's logits for torch's .pt2, eager model(x), rtol=1e-4, atol=1e-4): True" in out
+    else:
+        assert "has no torch.export" in out
 
 
 class _Net(nn.Module):

@@ -48,6 +48,13 @@ struct LoadOptions {
   /// operators (Note [What a file may make the runtime do] in
   /// fxcpp/torch/policy.h). Names are checked either way.
   bool trusted = false;
+  /// Map a file's records instead of reading them (Note [Memory-mapped
+  /// weights] in src/torch/zip_reader.cpp): tensors view the file, pages are
+  /// read when first used, and modules loaded from one file share them. The
+  /// file must then not be changed or truncated while they live (truncating
+  /// it makes a read of a weight raise SIGBUS): turn it off for files another
+  /// process may change. Bytes in memory are always copied.
+  bool mmap = true;
 };
 
 /// The formats save() writes.
@@ -76,8 +83,9 @@ struct SaveOptions {
 /// no code from it. Throws FormatError saying what is wrong (not a zip
 /// archive, missing record, newer version, unknown operator, an operator a
 /// file may not call unless `options.trusted`, a name that is not an
-/// identifier, bad tensor extent, ...). Tensors are read into memory once and
-/// owned by the Module.
+/// identifier, bad tensor extent, ...). Tensors view the file through a
+/// shared mapping (LoadOptions::mmap) or are read into memory once; either
+/// way the Module owns them (and keeps the mapping alive).
 Module load(const std::string& path, const LoadOptions& options = {});
 /// The same from bytes in memory (the whole file).
 Module load_from_buffer(const void* data, size_t size, const LoadOptions& options = {});
@@ -117,7 +125,7 @@ std::string save_to_buffer(const Graph& graph, const std::vector<NamedTensor>& t
 std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> read_file(const std::string& path,
                                                                       const LoadOptions& options = {});
 
-/// Everything a file holds, as read_buffer() returns it.
+/// Everything a file holds, as read_buffer() and read_contents() return it.
 struct FileContents {
   /// The graph: call_function targets are aten_op()/primitive() objects,
   /// dtypes and the like torch_constant() objects, meta["tensor_meta"] as
@@ -132,6 +140,9 @@ struct FileContents {
 /// `fxcpp.aten.load(..., runtime="python")` builds its GraphModule from, the
 /// file parsed once (Note [Graph handover] in src/bindings/handover.h).
 FileContents read_buffer(const void* data, size_t size, const LoadOptions& options = {});
+
+/// read_file() with the class name (the file mapped as LoadOptions::mmap says).
+FileContents read_contents(const std::string& path, const LoadOptions& options = {});
 
 /// The JSON text of a file's graph record, pretty-printed (for tools).
 std::string graph_json(const std::string& path);

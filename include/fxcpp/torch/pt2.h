@@ -38,7 +38,9 @@
 // outputs are arranged as the out_spec says (tuples, lists, dicts of string
 // keys, a single value). Inputs: a flat tuple of positional values, no
 // keyword inputs. Symbolic sizes stay symbolic: shape arithmetic is computed
-// from the inputs at run time; range constraints are not checked at run time.
+// from the inputs at run time; inputs are checked against the dtypes, static
+// sizes and symbolic ranges the program was exported for (Note [Exported
+// input checks] in src/torch/pt2.cpp).
 // Each value keeps its serialized metadata as JSON text in meta["pt2_value"]
 // and the output node the range constraints in meta["pt2_range_constraints"],
 // which the .pt2 writer gives back (Note [Writing .pt2 archives] in

@@ -275,9 +275,10 @@ def _set_attr(root: torch.nn.Module, qualified: str, value: torch.Tensor, kind: 
         setattr(mod, leaf, value)
 
 
-def _graph_module(data: bytes, trusted: bool) -> GraphModule:
-    """The GraphModule of a file's bytes: the C++ reader parses and checks the
-    file once and appends its nodes to a new Graph (Note [Python load path])."""
+def _graph_module(data, trusted: bool) -> GraphModule:
+    """The GraphModule of a file's bytes, or of a path (str: the file mapped):
+    the C++ reader parses and checks the file once and appends its nodes to a
+    new Graph (Note [Python load path])."""
     graph = Graph()
     class_name, tensors = _C_torch.read_graph(data, graph, trusted=trusted)
     root = torch.nn.Module()
@@ -291,11 +292,13 @@ def _graph_module(data: bytes, trusted: bool) -> GraphModule:
 
 # Note [Python load path]
 # ~~~~~~~~~~~~~~~~~~~~~~~
-# The file is read once, into memory, and parsed once, by the C++ reader: it
-# checks those bytes whole (records, names, operators, tensor extents) and
+# The file is opened once (mapped, or read into memory with mmap=False: Note
+# [Memory-mapped weights] in src/torch/zip_reader.cpp) and parsed once, by the
+# C++ reader: it checks those bytes whole (records, names, operators, tensor extents) and
 # gives back either the compiled C++ runtime (``_C_torch.load``) or the graph
 # appended to a Python Graph with the tensors (``_C_torch.read_graph``), so
 # what is checked is what runs (no second read that a changed file could
-# answer differently). Whatever the file holds, load raises ValueError (or
+# answer differently; a mapped file changed in place while it is used shows
+# its new weight bytes, which is why mmap=False exists). Whatever the file holds, load raises ValueError (or
 # OSError when the file cannot be read): errors of the Python side that the
 # C++ checks let through are turned into ValueError too.

@@ -1,5 +1,8 @@
 """The C++ runtime from Python: ``CppModule``, ``compile`` and ``load``."""
 
+import os
+import stat
+
 import torch
 
 from .. import _C_torch
@@ -79,7 +82,7 @@ _MALFORMED = (KeyError, TypeError, AttributeError, IndexError, RuntimeError, Syn
               RecursionError, UnicodeError, LookupError, EOFError)
 
 
-def load(path, runtime: str = 'python', plan_memory: bool = True, trusted: bool = False):
+def load(path, runtime: str = 'python', plan_memory: bool = True, trusted: bool = False, mmap: bool = True):
     """Reads a file written by :func:`fxcpp.aten.save`, or a ``.pt2`` archive
     written by ``torch.export.save`` (told apart by content; docs/pt2_format.md).
 
@@ -94,14 +97,32 @@ def load(path, runtime: str = 'python', plan_memory: bool = True, trusted: bool 
     planning] in src/torch/plan.h). ``trusted=True`` lifts the restrictions
     on what a file may ask the runtime to do: only for files you made
     yourself (docs/fxpt_format.md).
+
+    ``mmap=True`` (the default) maps the file: the tensors view it, its pages
+    are read when first used, and modules loaded from one file share them
+    (Note [Memory-mapped weights] in src/torch/zip_reader.cpp). The file must
+    then stay as it is while they live (truncating it makes the process die
+    of SIGBUS when a weight past the new end is read; writing into a loaded
+    weight in place changes it in every module loaded from that file, never
+    the file): use ``mmap=False`` for a file another process may change, or
+    for weights of this module's own; the file is then read into memory (as a
+    file that is not a regular file, a fifo, always is).
     """
     if runtime not in ('python', 'cpp'):
         raise ValueError(f"fxcpp.aten.load: runtime must be 'python' or 'cpp', not {runtime!r}")
-    return _load_bytes(_read(path), runtime, plan_memory, trusted)
+    if not mmap:
+        return _load_bytes(_read(path), runtime, plan_memory, trusted)
+    path = os.fsdecode(os.fspath(path))
+    with open(path, 'rb') as f:  # OSError, as with mmap=False, when it cannot be opened
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            data = f.read()  # a fifo or a device: read once, into memory
+            return _load_bytes(data, runtime, plan_memory, trusted)
+    return _load_bytes(path, runtime, plan_memory, trusted)
 
 
-def _load_bytes(data: bytes, runtime: str = 'python', plan_memory: bool = True, trusted: bool = False):
-    """:func:`load` of a file's bytes already in memory."""
+def _load_bytes(data, runtime: str = 'python', plan_memory: bool = True, trusted: bool = False):
+    """:func:`load` of a file's bytes already in memory (copied), or of a
+    path (str: mapped)."""
     try:
         if runtime == 'cpp':
             return CppModule(_C_torch.load(data, plan_memory=plan_memory, trusted=trusted))

@@ -227,21 +227,24 @@ const char* kind_name(torch::NamedTensor::Kind k) {
 // Reads a .fxpt file's bytes with the C++ reader, which checks
 // it whole, and appends its nodes to `graph`, an empty fxcpp Graph.
 PyObject* read_graph(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* names[] = {"source", "graph", "trusted", nullptr};
+  static const char* names[] = {"source", "graph", "trusted", "mmap", nullptr};
   PyObject *obj, *pygraph;
-  int trusted = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$p:read_graph", const_cast<char**>(names), &obj, &pygraph,
-                                   &trusted))
+  int trusted = 0, map = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$pp:read_graph", const_cast<char**>(names), &obj, &pygraph,
+                                   &trusted, &map))
     throw PythonError();
   Graph* dst = graph_arg(pygraph);
   if (dst->nodes().begin() != dst->nodes().end())
     throw torch::InputError("fxcpp: read_graph appends a file's nodes to an empty Graph; this one has nodes");
   Source source(obj);
-  if (!source.is_buffer) throw torch::InputError("fxcpp: read_graph takes the file's bytes");
   torch::LoadOptions options;
   options.trusted = trusted != 0;
+  options.mmap = map != 0;
   torch::FileContents file;
-  load_without_gil([&] { file = torch::read_buffer(source.view.buf, static_cast<size_t>(source.view.len), options); });
+  load_without_gil([&] {
+    file = source.is_buffer ? torch::read_buffer(source.view.buf, static_cast<size_t>(source.view.len), options)
+                            : torch::read_contents(source.path, options);
+  });
 
   ToPython bridge;
   std::unordered_map<const Node*, Node*> nodes;
@@ -576,8 +579,8 @@ PyObject* write_graph(PyObject*, PyObject* args, PyObject* kwargs) {
 
 PyMethodDef file_methods[] = {
     def<read_graph>("read_graph", METH_VARARGS | METH_KEYWORDS,
-                    "read_graph(data, graph, *, trusted=False) -> (class_name, [(name, kind, tensor, "
-                    "requires_grad)]): reads a .fxpt file's bytes with the C++ reader and appends "
+                    "read_graph(source, graph, *, trusted=False, mmap=True) -> (class_name, [(name, kind, tensor, "
+                    "requires_grad)]): reads a file (a path, mapped unless mmap=False, or its bytes) with the C++ reader and appends "
                     "its nodes to `graph`, an empty fxcpp Graph (Note [Graph handover])."),
     def<write_graph>("write_graph", METH_VARARGS | METH_KEYWORDS,
                      "write_graph(graph, tensors, *, class_name='GraphModule', format='fxpt') -> bytes: the .fxpt "

@@ -113,17 +113,19 @@ PyObject* make_runtime(torch::Module m) {
   return self.release();
 }
 
-// load(source, *, plan_memory=True, trusted=False) -> Runtime
+// load(source, *, plan_memory=True, trusted=False, mmap=True) -> Runtime
 PyObject* load(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* names[] = {"source", "plan_memory", "trusted", nullptr};
+  static const char* names[] = {"source", "plan_memory", "trusted", "mmap", nullptr};
   PyObject* obj = nullptr;
-  int plan = 1, trusted = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$pp:load", const_cast<char**>(names), &obj, &plan, &trusted))
+  int plan = 1, trusted = 0, map = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$ppp:load", const_cast<char**>(names), &obj, &plan, &trusted,
+                                   &map))
     throw PythonError();
   Source source(obj);
   torch::LoadOptions options;
   options.plan_memory = plan != 0;
   options.trusted = trusted != 0;
+  options.mmap = map != 0;
   std::unique_ptr<torch::Module> m;
   // Reading and planning touch no Python object.
   load_without_gil([&] {
@@ -341,8 +343,8 @@ PyMethodDef runtime_methods[] = {
 
 PyMethodDef module_methods[] = {
     def<load>("load", METH_VARARGS | METH_KEYWORDS,
-              "load(source, *, plan_memory=True, trusted=False) -> Runtime: reads a .fxpt file (a path, or the "
-              "whole file as bytes) into the C++ runtime. Unless trusted, the file may call only the allow-listed "
+              "load(source, *, plan_memory=True, trusted=False, mmap=True) -> Runtime: reads a .fxpt or .pt2 file "
+              "(a path, mapped unless mmap=False, or the whole file as bytes, copied) into the C++ runtime. Unless trusted, the file may call only the allow-listed "
               "operators (allowed_operators())."),
     def<load_bytes>("load_bytes", METH_O, "load_bytes(data) -> Runtime: load(data)."),
     def<graph_json>("graph_json", METH_O, "graph_json(source) -> str: the file's graph record (path or bytes)."),
