@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import fxcpp
-from torch2 import FX2_GRAPH_API, FX_NODE_NOT_A_BASE, xfail2
+from torch2 import FX_NODE_NOT_A_BASE, xfail2
 from fxcpp.passes.shape_prop import ShapeProp
 from torch.fx.passes.shape_prop import ShapeProp as TorchShapeProp
 
@@ -368,7 +368,6 @@ class WithAttrOutput(Branchy):
 
 
 @pytest.mark.parametrize('model_cls', [Branchy, WithAttrOutput])
-@FX2_GRAPH_API
 def test_split_by_tags_matches_torch_fx(model_cls):
     from fxcpp.passes.split_utils import split_by_tags
     from torch.fx.passes.split_utils import split_by_tags as torch_split_by_tags
