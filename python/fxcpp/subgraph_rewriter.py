@@ -91,8 +91,7 @@ def _replace_pattern_113(gm: GraphModule, pattern: Callable, replacement: Callab
 
 
 @compatibility(is_backward_compatible=True)
-def replace_pattern(gm: GraphModule, pattern: Union[Callable, GraphModule],
-                    replacement: Union[Callable, GraphModule]) -> List[Match]:
+def replace_pattern(gm: GraphModule, pattern: Callable, replacement: Callable) -> List[Match]:
     """Replace every non-overlapping match of ``pattern`` in ``gm.graph`` by ``replacement``.
 
     ``pattern`` and ``replacement`` are callables (or modules), traced with
