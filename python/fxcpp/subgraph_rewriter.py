@@ -108,6 +108,9 @@ def replace_pattern(gm: GraphModule, pattern: Callable, replacement: Callable) -
     """
     if not _torch_compat.FX_API_2:
         return _replace_pattern_113(gm, pattern, replacement)
+    fast = _replace_in_core_2(gm, pattern, replacement)
+    if fast is not None:
+        return fast
     return [Match(anchor=m.anchor, nodes_map=m.nodes_map) for m in _replace_pattern_2(gm, pattern, replacement)]
 
 
@@ -179,6 +182,47 @@ if _torch_compat.FX_API_2:
         if allow_graph and isinstance(obj, Graph):
             return obj
         return symbolic_trace(obj).graph
+
+    def _replace_in_core_2(gm, pattern, replacement):
+        """replace_pattern done by the core's matcher and rewriter (Note [Subgraph matching
+        semantics]), where their 1.13 semantics give torch.fx 2.x's result: the core's matcher
+        agrees (matcher_utils._core_matcher_agrees), no match reads a value an earlier match
+        returns (2.x then points nodes_map at the replacement's node), and every returned value
+        has users (the insertion point is then the same). None when it does not apply; the
+        Python rewriter below (one replace_all_uses_with per returned value, which rebuilds each
+        user's argument tuple) then runs."""
+        from .passes.utils.matcher_utils import SubgraphMatcher, _core_matcher_agrees
+        if not callable(replacement) and not isinstance(replacement, (Graph, GraphModule)):
+            return None
+        pattern_graph = _graph_of(pattern, False)
+        matcher = SubgraphMatcher(pattern_graph)
+        if not _core_matcher_agrees(matcher, gm.graph):
+            return None
+        matches = matcher.match(gm.graph)
+        returned = set()
+        for m in matches:
+            for v in m.returning_nodes:
+                if not isinstance(v, Node) or not v.users:
+                    return None
+                returned.add(v)
+        if any(isinstance(v, Node) and v in returned for m in matches for v in m.placeholder_nodes):
+            return None
+        replacement_graph = _graph_of(replacement, False)
+        # mismatched replacements fail in the Python rewriter, with torch.fx 2.x's messages
+        if len([n for n in replacement_graph.nodes if n.op == "placeholder"]) != len(matcher.pattern_placeholder_nodes):
+            return None
+        try:
+            out = replacement_graph.output_node().args[0]
+        except (AssertionError, StopIteration, IndexError):
+            return None
+        if (1 if isinstance(out, Node) else len(out) if isinstance(out, (list, tuple)) else -1) != \
+                len(matcher.pattern_returning_nodes):
+            return None
+        result = _C._replace_pattern(gm.graph, pattern_graph, replacement_graph, Match)
+        gm.recompile()
+        if isinstance(replacement, torch.nn.Module):
+            _replace_attributes(gm, replacement)
+        return result
 
     def _replace_pattern_2(gm, pattern, replacement=None, match_filters=None, ignore_literals=False,
                            replacement_callback=None, node_name_match=""):

@@ -68,6 +68,11 @@ class SubgraphMatcher:
 
         def match(self, graph: Graph, node_name_match: str = "") -> List[InternalMatch]:
             """The matched subgraphs (self-contained; see torch.fx's documentation)."""
+            if not node_name_match and _core_matcher_agrees(self, graph):
+                raw = _C._subgraph_match(self.pattern, graph, self.match_output, self.match_placeholder,
+                                         self.remove_overlapping_matches)
+                return [InternalMatch(anchors, nodes_map, placeholders, returning)
+                        for anchors, nodes_map, placeholders, returning in raw]
             return _Fx2Matcher(self, node_name_match).match(graph)
     else:
         def __init__(self, pattern: Graph, match_output: bool = False, match_placeholder: bool = False,
@@ -105,6 +110,54 @@ class SubgraphMatcher:
             self.pattern_anchors: List[Node] = [output_node]
         else:
             self.pattern_anchors = [n for n in output_node.all_input_nodes if len(n.users) == 1]
+
+
+_CONTAINERS = (list, tuple, dict, slice)
+
+
+def _core_matcher_agrees(matcher: SubgraphMatcher, graph) -> bool:
+    """Whether the core's matcher (torch.fx 1.13's semantics, in C++) finds exactly what torch.fx
+    2.x's would here, so that it can run instead (same matches, order and maps). The two differ
+    only on: get_attr pattern nodes (2.x compares the attributes' kinds), impure pattern nodes
+    without users (2.x accepts them), ignore_literals, operator overloads with differing argument
+    lists (2.x fills in schema defaults), containers in arguments (1.13 flattens them, 2.x walks
+    them in step, and a 2.x placeholder binds a whole list), and keyword arguments with the same
+    keys in another order (2.x compares the ordered keys). Checked on the pattern and on the graph
+    nodes with a pattern target (found through the core's (op, target) index)."""
+    if matcher.ignore_literals or matcher.match_placeholder or matcher.match_output:
+        return False
+    if not isinstance(graph, Graph) or not isinstance(matcher.pattern, Graph):
+        return False
+    by_target: Dict[Any, List[Node]] = {}
+    for pn in matcher.pattern.nodes:
+        if pn.op == "output":
+            continue
+        if not pn.users:  # dead code (the core refuses it; 2.x keeps impure nodes and placeholders)
+            return False
+        if pn.op == "placeholder":
+            continue
+        if pn.op == "get_attr":
+            return False
+        if pn.op == "call_function" and isinstance(pn.target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            return False
+        if any(isinstance(a, _CONTAINERS) for a in (*pn.args, *pn.kwargs.values())):
+            return False
+        try:
+            by_target.setdefault((pn.op, pn.target), []).append(pn)
+        except TypeError:  # unhashable target
+            return False
+    for anchor in matcher.pattern_anchors:
+        # an anchor without candidates: 1.13 still completes a (failing) match, 2.x drops it
+        if anchor.op != "placeholder" and not graph.find_nodes(op=anchor.op, target=anchor.target):
+            return False
+    for (op, target), pns in by_target.items():
+        for gn in graph.find_nodes(op=op, target=target):
+            if any(isinstance(a, _CONTAINERS) for a in (*gn.args, *gn.kwargs.values())):
+                return False
+            gkeys = list(gn.kwargs)
+            if any(set(gkeys) == set(pn.kwargs) and gkeys != list(pn.kwargs) for pn in pns):
+                return False
+    return True
 
 
 def _is_node(x) -> bool:
