@@ -9,8 +9,9 @@ by their ordered keys, operator overloads with different argument counts after f
 schema's defaults, get_attr nodes by the kind of attribute they fetch (not its name); patterns
 may keep impure nodes without users; ``ignore_literals`` and ``match(node_name_match=)`` are new,
 and InternalMatch has a ``name_node_map``. On 2.x, :class:`SubgraphMatcher` implements those
-semantics in Python (``_Fx2Matcher``), depth-first on an explicit stack (no recursion limit);
-moving them into the core's SubgraphMatcher is issue 23's follow-up.
+semantics in Python (``_Fx2Matcher``), depth-first on an explicit stack (no recursion limit),
+and runs the core's matcher instead wherever both semantics give the same matches
+(``_core_matcher_agrees``); moving 2.x's semantics into the core is issue 23's follow-up.
 """
 import copy
 from dataclasses import dataclass, field
