@@ -282,3 +282,87 @@ PYTHON_CODE_2X_OPTIONS = FX_DIALECT == '2'
 #: typing.List, typing.Dict, ... whatever the annotation; 2.x only for typing's own generics
 #: (typing.Dict[str, int]) and writes a builtin generic (dict[str, int]) as it is.
 TYPING_ORIGINS_FOR_TYPING_GENERICS_ONLY = FX_DIALECT == '2'
+
+#: fxcpp's Graph, Node, Interpreter, ... take torch.fx 2.x's signatures (``find_nodes(sort=)``,
+#: ``eliminate_dead_code(is_impure_node=)``, ``Node.insert_arg``, ...) on 2.x and keep torch.fx
+#: 1.13.1's (which PyTorch 1.13's backward-compatibility tests pin) on 1.13.
+FX_API_2 = FX_DIALECT == '2'
+
+
+def _side_effectful_functions():
+    """The set of side-effectful call_function targets dead code elimination keeps: torch.fx's
+    own set on 2.x (torch.fx.has_side_effect adds to it, and torch's is_impure reads it); on
+    1.13 fxcpp's copy of 1.13's set (torch.fx 1.13 has no has_side_effect)."""
+    if FX_API_2:
+        import torch.fx.node as fx_node
+        return fx_node._side_effectful_functions
+    return {torch._assert, torch.ops.profiler._record_function_enter,
+            torch.ops.profiler._record_function_enter_new, torch.ops.profiler._record_function_exit}
+
+
+#: The one set of side-effectful targets (fxcpp.node._side_effectful_functions is this object).
+SIDE_EFFECTFUL_FUNCTIONS = _side_effectful_functions()
+
+
+def _fx_is_impure_fn():
+    """torch._library.utils.is_impure (torch.fx 2.x's call_function impurity: mutable schemas,
+    effectful and random operators, the side-effectful set), or None where torch lacks it."""
+    if not FX_API_2:
+        return None
+    try:
+        from torch._library.utils import is_impure
+    except ImportError:
+        return None
+    return is_impure
+
+
+_FX_IS_IMPURE = _fx_is_impure_fn()
+
+
+def call_function_is_impure(target, args=None, kwargs=None, impure_random=True):
+    """Whether a call_function node of ``target`` is impure, as the installed torch.fx's
+    Node.is_impure decides: 1.13 (and a 2.x without torch._library.utils.is_impure) asks the
+    side-effectful set only; 2.x also reads the operator's schema, effects and randomness,
+    and, for auto_functionalized, its first argument."""
+    if _FX_IS_IMPURE is None:
+        try:
+            return target in SIDE_EFFECTFUL_FUNCTIONS
+        except TypeError:
+            return False
+    return bool(_FX_IS_IMPURE(target, args=args, kwargs=kwargs, impure_random=impure_random))
+
+
+def _args_dependent_impure_targets():
+    """call_function targets whose impurity depends on their arguments (2.x: the
+    auto_functionalized higher-order operators), which a per-target answer cannot decide."""
+    if _FX_IS_IMPURE is None:
+        return ()
+    hop = getattr(torch.ops, 'higher_order', None)
+    return tuple(t for t in (getattr(hop, 'auto_functionalized', None), getattr(hop, 'auto_functionalized_v2', None))
+                 if t is not None)
+
+
+#: See _args_dependent_impure_targets.
+ARGS_DEPENDENT_IMPURE_TARGETS = _args_dependent_impure_targets()
+
+
+def dce_impure_random():
+    """Whether eliminate_dead_code keeps random operators: always on 1.13 (it does not know
+    them); on 2.x True, unless a torch.compile TracingContext is active, where inductor's
+    ``fallback_random`` decides (as torch.fx 2.x's eliminate_dead_code)."""
+    if not FX_API_2:
+        return True
+    try:
+        if torch._guards.TracingContext.try_get():
+            import torch._inductor.config as inductor_config
+            return bool(inductor_config.fallback_random)
+    except AttributeError:
+        pass
+    return True
+
+
+#: What torch.fx's Interpreter appends to the message of an exception raised by a node, after
+#: the node and its stack trace: 2.x points at tlparse; 1.13 nothing.
+INTERPRETER_ERROR_FOOTER = ('\nUse tlparse to see full graph. '
+                            '(https://github.com/pytorch/tlparse?tab=readme-ov-file#tlparse-parse-structured-pt2-logs)'
+                            if TORCH_VERSION >= (2, 6) else '')

@@ -359,10 +359,39 @@ class Graph(*_torch_compat.graph_bases(_C.GraphBase)):
                     kwargs: Optional[Dict[str, 'Argument']] = None, type_expr: Optional[Any] = None) -> Node:
         return self.create_node('call_method', method_name, args, kwargs, type_expr=type_expr)
 
-    @compatibility(is_backward_compatible=True)
-    def call_function(self, the_function: Callable[..., Any], args: Optional[Tuple['Argument', ...]] = None,
-                      kwargs: Optional[Dict[str, 'Argument']] = None, type_expr: Optional[Any] = None) -> Node:
-        return self.create_node('call_function', the_function, args, kwargs, type_expr=type_expr)
+    if _torch_compat.FX_API_2:
+        @compatibility(is_backward_compatible=True)
+        def call_function(self, the_function: Callable[..., Any], args: Optional[Tuple['Argument', ...]] = None,
+                          kwargs: Optional[Dict[str, 'Argument']] = None, type_expr: Optional[Any] = None,
+                          name: Optional[str] = None) -> Node:
+            return self.create_node('call_function', the_function, args, kwargs, name=name, type_expr=type_expr)
+
+        @compatibility(is_backward_compatible=False)
+        def find_nodes(self, *, op: str, target: Optional['Target'] = None, sort: bool = True) -> List[Any]:
+            """The nodes with opcode ``op`` (and ``target``), in graph order (the core keeps a per
+            (op, target) index). ``sort=False`` may return them in any order; fxcpp's is the
+            graph's, torch.fx's the order the nodes entered its index."""
+            if op == 'call_function':
+                if target is None:
+                    raise AssertionError('target must not be None for call_function op')
+                hash(target)  # torch.fx looks call_function targets up in a dict
+            elif not isinstance(op, str):
+                hash(op)
+                return []
+            return _C.GraphBase.find_nodes(self, op=op, target=target)
+
+        @compatibility(is_backward_compatible=False)
+        def output_node(self) -> Node:
+            """The graph's last node, which must be its output node."""
+            output_node = next(iter(reversed(self.nodes)))
+            if output_node.op != 'output':
+                raise AssertionError(f'Expected output node, got op={output_node.op}')
+            return output_node
+    else:
+        @compatibility(is_backward_compatible=True)
+        def call_function(self, the_function: Callable[..., Any], args: Optional[Tuple['Argument', ...]] = None,
+                          kwargs: Optional[Dict[str, 'Argument']] = None, type_expr: Optional[Any] = None) -> Node:
+            return self.create_node('call_function', the_function, args, kwargs, type_expr=type_expr)
 
     @compatibility(is_backward_compatible=True)
     def output(self, result: 'Argument', type_expr: Optional[Any] = None):
@@ -447,11 +476,49 @@ class Graph(*_torch_compat.graph_bases(_C.GraphBase)):
                 else:
                     itr = nxt
 
-    @compatibility(is_backward_compatible=True)
-    def eliminate_dead_code(self):
-        """Remove pure nodes without users, in reverse order; returns whether anything changed."""
-        self.lint()
-        return self._dce_core()
+    if _torch_compat.FX_API_2:
+        @compatibility(is_backward_compatible=True)
+        def eliminate_dead_code(self, is_impure_node: Optional[Callable[[Node], bool]] = None) -> bool:
+            """Remove nodes without users that are not impure, in reverse order (then, as torch.fx 2.x,
+            in the GraphModule children that get_attr nodes name); returns whether anything changed.
+
+            ``is_impure_node(node)`` replaces ``Node.is_impure`` as the impurity test."""
+            self.lint()
+            impure_random = _torch_compat.dce_impure_random()
+            if is_impure_node is None and impure_random and not self._has_args_dependent_impurity():
+                changed = self._dce_core()  # the core's per-target impurity is Node.is_impure's here
+            else:
+                if is_impure_node is None:
+                    def is_impure_node(node):
+                        return node.is_impure(impure_random)
+                changed = False
+                for node in reversed(self.nodes):
+                    if not is_impure_node(node) and len(node.users) == 0:
+                        self.erase_node(node)
+                        changed = True
+            mod = self.owning_module
+            if mod is not None:
+                attrs = {n.target for n in self.find_nodes(op='get_attr')}
+                from .graph_module import GraphModule as _GraphModule
+                for child_name, child in mod.named_children():
+                    if child_name in attrs and isinstance(child, (_GraphModule, torch.fx.GraphModule)):
+                        changed |= child.graph.eliminate_dead_code()
+                        child.recompile()
+            return changed
+
+        def _has_args_dependent_impurity(self) -> bool:
+            if len(_side_effectful_functions) != _IMPURITY_CACHE_STATE[0]:
+                # torch.fx.has_side_effect registered a target since the core cached impurities
+                _IMPURITY_CACHE_STATE[0] = len(_side_effectful_functions)
+                _C._clear_caches()
+            return any(self.find_nodes(op='call_function', target=t)
+                       for t in _torch_compat.ARGS_DEPENDENT_IMPURE_TARGETS)
+    else:
+        @compatibility(is_backward_compatible=True)
+        def eliminate_dead_code(self):
+            """Remove pure nodes without users, in reverse order; returns whether anything changed."""
+            self.lint()
+            return self._dce_core()
 
     @compatibility(is_backward_compatible=False)
     def set_codegen(self, codegen: CodeGen):
@@ -472,6 +539,9 @@ class Graph(*_torch_compat.graph_bases(_C.GraphBase)):
 
         return restore()
 
+
+# len(_side_effectful_functions) when the core's cached target impurities were last valid.
+_IMPURITY_CACHE_STATE = [len(_side_effectful_functions)]
 
 # node_copy's default, recognized to skip calling it per argument.
 _NODE_COPY_IDENTITY = Graph.node_copy.__defaults__[0]
@@ -510,8 +580,8 @@ def _target_info(obj):
     except Exception:
         pass
     try:
-        impure = obj in _side_effectful_functions
-    except TypeError:
+        impure = _torch_compat.call_function_is_impure(obj)
+    except TypeError:  # unhashable: not in any set (Node.is_impure raises as torch.fx's does)
         impure = False
     return (name, qualified, pretty, operator_name, reference, impure)
 

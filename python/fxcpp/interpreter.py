@@ -10,10 +10,13 @@ does not shadow it), the C++ loop performs its work directly, without a
 Python-level call: e.g. a ``call_function`` node calls its target straight
 from C++ with an argument tuple rebuilt from the core argument tree.
 """
+import contextlib
 import inspect
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
-from . import _C
+import torch
+
+from . import _C, _torch_compat
 from . import traceback as fx_traceback
 from ._compatibility import compatibility
 from ._symbolic_trace import Tracer
@@ -33,12 +36,25 @@ def _annotate_exception(e: BaseException, node: Node) -> BaseException:
     msg = f"While executing {node.format_node()}"
     msg = '{}\n\n{}'.format(e.args[0], msg) if e.args else str(msg)
     msg += f"\nOriginal traceback:\n{node.stack_trace}"
+    msg += _torch_compat.INTERPRETER_ERROR_FOOTER
     e.args = (msg,) + e.args[1:]
     if isinstance(e, KeyError):
         r = RuntimeError(*e.args)
         r.__context__ = e
         return r
     return e
+
+
+def _last_uses_of(graph) -> Dict[Any, List[Any]]:
+    """user -> [values last used by it] for a graph that is not fxcpp's (torch.fx's order)."""
+    last_use: Dict[Any, Any] = {}
+    out: Dict[Any, List[Any]] = {}
+    for node in reversed(graph.nodes):
+        for value in node.all_input_nodes:
+            if value not in last_use:
+                last_use[value] = node
+                out.setdefault(node, []).append(value)
+    return out
 
 
 @compatibility(is_backward_compatible=True)
@@ -56,17 +72,36 @@ class Interpreter:
             user has run (when False, every value is kept).
     """
 
-    @compatibility(is_backward_compatible=True)
-    def __init__(self, module: GraphModule, garbage_collect_values: bool = True):
-        assert isinstance(module, GraphModule)
-        self.module = module
-        self.submodules = dict(self.module.named_modules())
-        self.env: Dict[Node, Any] = {}
-        self.garbage_collect_values = garbage_collect_values
-        if self.garbage_collect_values:
-            # user -> [values whose last use is `user`], from the core pass
-            # fxcpp::last_uses (one reverse walk, torch.fx's register_last_uses order).
-            self.user_to_last_uses: Dict[Node, List[Node]] = _C._interp_last_uses(self.module.graph)
+    if _torch_compat.FX_API_2:
+        @compatibility(is_backward_compatible=True)
+        def __init__(self, module: torch.nn.Module, garbage_collect_values: bool = True,
+                     graph: Optional[Graph] = None):
+            # torch.fx 2.x: any module, and the graph to run may be given apart from it.
+            self.module = module
+            self.submodules = dict(self.module.named_modules())
+            self.graph = graph if graph is not None else self.module.graph
+            self.env: Dict[Node, Any] = {}
+            self.name = "Interpreter"
+            self.garbage_collect_values = garbage_collect_values
+            self.extra_traceback = True
+            if self.garbage_collect_values:
+                if isinstance(self.graph, Graph):
+                    self.user_to_last_uses: Dict[Node, List[Node]] = _C._interp_last_uses(self.graph)
+                else:  # a torch.fx graph (run by torch.fx's loop: see run)
+                    self.user_to_last_uses = _last_uses_of(self.graph)
+    else:
+        @compatibility(is_backward_compatible=True)
+        def __init__(self, module: GraphModule, garbage_collect_values: bool = True):
+            assert isinstance(module, GraphModule)
+            self.module = module
+            self.submodules = dict(self.module.named_modules())
+            self.graph = self.module.graph
+            self.env: Dict[Node, Any] = {}
+            self.garbage_collect_values = garbage_collect_values
+            if self.garbage_collect_values:
+                # user -> [values whose last use is `user`], from the core pass
+                # fxcpp::last_uses (one reverse walk, torch.fx's register_last_uses order).
+                self.user_to_last_uses: Dict[Node, List[Node]] = _C._interp_last_uses(self.module.graph)
 
     @compatibility(is_backward_compatible=True)
     def run(self, *args, initial_env: Optional[Dict[Node, Any]] = None, enable_io_processing: bool = True) -> Any:
@@ -79,15 +114,45 @@ class Interpreter:
             enable_io_processing: pass inputs / outputs through the graph's
                 ``process_inputs`` / ``process_outputs``.
         """
-        self.env = initial_env if initial_env else {}
+        if not isinstance(self.graph, Graph):
+            # torch.fx 2.x interprets any module's graph: a torch.fx graph (e.g. an
+            # ExportedProgram's module) runs through torch.fx's own loop, with this object's methods
+            return torch.fx.Interpreter.run(self, *args, initial_env=initial_env,
+                                            enable_io_processing=enable_io_processing)
+        if _torch_compat.FX_API_2:
+            self.env = initial_env if initial_env is not None else {}
+        else:
+            self.env = initial_env if initial_env else {}
         if enable_io_processing:
-            args = self.module.graph.process_inputs(*args)
+            args = self.graph.process_inputs(*args)
         self.args_iter: Iterator[Any] = iter(args)
-        return _C._interp_run(self, self.module.graph, enable_io_processing)
+        return _C._interp_run(self, self.graph, enable_io_processing)
+
+    if _torch_compat.FX_API_2:
+        @contextlib.contextmanager
+        def _set_current_node(self, node: Node) -> Iterator[None]:
+            """torch.fx 2.x: the node whose meta preserve_node_meta() hands to the nodes made meanwhile."""
+            with fx_traceback.set_current_meta(node, f"Interpreter_{self.__class__.__name__}"):
+                yield
+
+        @compatibility(is_backward_compatible=True)
+        def boxed_run(self, args_list: List[Any]) -> Any:
+            """``run`` with the boxed calling convention: the inputs come in a list, which is
+            cleared before the graph runs (so that input tensors are freed as soon as they die)."""
+            placeholder_nodes = [n for n in self.graph.nodes if n.op == 'placeholder']
+            if len(args_list) != len(placeholder_nodes):
+                detail = 'extra arguments' if len(args_list) > len(placeholder_nodes) else 'missing arguments'
+                raise RuntimeError(f'Interpreter.boxed_run expected {len(placeholder_nodes)} arguments for '
+                                   f'placeholders but received {len(args_list)} ({detail})')
+            env = dict(zip(placeholder_nodes, args_list))
+            args_list.clear()
+            return self.run(initial_env=env)
 
     @compatibility(is_backward_compatible=True)
     def run_node(self, n: Node) -> Any:
         """Run node ``n``: fetch its arguments, then dispatch on ``n.op``."""
+        if isinstance(n, torch.fx.Node) and not isinstance(n, Node):  # a torch.fx graph's node (2.x)
+            return torch.fx.Interpreter.run_node(self, n)
         return _C._interp_run_node(self, n)
 
     # Per-opcode handlers
@@ -143,7 +208,8 @@ class Interpreter:
         attr_itr = self.module
         for i, atom in enumerate(target_atoms):
             if not hasattr(attr_itr, atom):
-                raise RuntimeError(f"Node referenced nonexistent target {'.'.join(target_atoms[:i])}")
+                seen = target_atoms[:i + 1] if _torch_compat.FX_API_2 else target_atoms[:i]
+                raise RuntimeError(f"Node referenced nonexistent target {'.'.join(seen)}")
             attr_itr = getattr(attr_itr, atom)
         return attr_itr
 
@@ -162,6 +228,8 @@ class Interpreter:
 
         ``n`` is the node that owns ``args``; it only appears in error messages.
         """
+        if isinstance(n, torch.fx.Node) and not isinstance(n, Node):  # a torch.fx graph's node (2.x)
+            return torch.fx.Interpreter.map_nodes_to_values(self, args, n)
         env = self.env
 
         def load_arg(n_arg: Node) -> Any:

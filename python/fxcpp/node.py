@@ -36,12 +36,8 @@ Argument = Optional[Union[
     BaseArgumentTypes
 ]]
 
-_side_effectful_functions: Set[Callable] = {
-    torch._assert,
-    torch.ops.profiler._record_function_enter,
-    torch.ops.profiler._record_function_enter_new,
-    torch.ops.profiler._record_function_exit}
-
+# The side-effectful call_function targets (on 2.x torch.fx's own set: _torch_compat).
+_side_effectful_functions: Set[Callable] = _torch_compat.SIDE_EFFECTFUL_FUNCTIONS
 
 
 def has_side_effect(fn):
@@ -49,6 +45,7 @@ def has_side_effect(fn):
     (dead code elimination keeps them), as torch.fx 2.x's ``has_side_effect``.
     Returns `fn`, so it works as a decorator."""
     _side_effectful_functions.add(fn)
+    _C._clear_caches()  # the core caches each target's impurity (_target_info)
     return fn
 
 def _find_module_of_method(orig_method: Callable[..., Any]) -> str:
@@ -185,10 +182,20 @@ class Node(*_torch_compat.node_bases(_C.NodeBase)):
     def _remove_from_list(self):
         raise RuntimeError("fxcpp nodes are unlinked by Graph.erase_node or moved with prepend/append")
 
-    @compatibility(is_backward_compatible=False)
-    def is_impure(self):
-        """True for nodes dead-code elimination must keep (decided by the C++ core's Node::is_impure)."""
-        return self._is_impure()
+    if _torch_compat.FX_API_2:
+        @compatibility(is_backward_compatible=False)
+        def is_impure(self, impure_random: bool = True) -> bool:
+            """True for nodes dead-code elimination must keep: placeholders, outputs, impure
+            modules (the C++ core's Node::is_impure) and call_function nodes torch.fx 2.x calls
+            impure (mutating, effectful, side-effectful and, with ``impure_random``, random)."""
+            if self.op == 'call_function':
+                return _torch_compat.call_function_is_impure(self.target, self.args, self.kwargs, impure_random)
+            return self._is_impure()
+    else:
+        @compatibility(is_backward_compatible=False)
+        def is_impure(self):
+            """True for nodes dead-code elimination must keep (decided by the C++ core's Node::is_impure)."""
+            return self._is_impure()
 
     @compatibility(is_backward_compatible=False)
     def normalized_arguments(self, root, arg_types=None, kwarg_types=None,
@@ -202,13 +209,58 @@ class Node(*_torch_compat.node_bases(_C.NodeBase)):
             return normalize_module(root, self.target, self.args, self.kwargs)
         return None
 
-    @compatibility(is_backward_compatible=True)
-    def replace_all_uses_with(self, replace_with: 'Node',
-                              delete_user_cb: Callable[['Node'], bool] = lambda user: True) -> List['Node']:
-        """Replace every use of this node by ``replace_with`` (users for which ``delete_user_cb`` is true)."""
-        if delete_user_cb is _EVERY_USER:
-            return self._replace_all_uses_with(replace_with)
-        return self._replace_all_uses_with(replace_with, delete_user_cb)
+    if _torch_compat.FX_API_2:
+        @compatibility(is_backward_compatible=True)
+        def replace_all_uses_with(self, replace_with: 'Node', delete_user_cb: Optional[Callable[['Node'], bool]] = None,
+                                  *, propagate_meta: bool = False) -> List['Node']:
+            """Replace every use of this node by ``replace_with`` (users for which ``delete_user_cb``
+            is true, all when it is None); ``propagate_meta`` first copies this node's meta entries
+            onto ``replace_with``, whose meta must be empty."""
+            if propagate_meta:
+                if len(replace_with.meta) != 0:
+                    raise AssertionError('Called node.replace_all_uses_with(replace_with, propagate_meta=True), '
+                                         'but replace_with already has .meta keys')
+                for k, v in self.meta.items():
+                    replace_with.meta[k] = v
+            if delete_user_cb is None:
+                return self._replace_all_uses_with(replace_with)
+            return self._replace_all_uses_with(replace_with, delete_user_cb)
+
+        @compatibility(is_backward_compatible=True)
+        def insert_arg(self, idx: int, arg: 'Argument') -> None:
+            """Insert ``arg`` into ``self.args`` before index ``idx`` (0 <= idx <= len(args))."""
+            if not (0 <= idx <= len(self.args)):
+                raise AssertionError(f'insert_args index must be between 0 and len(self.args), got {idx}')
+            self.args = self.args[:idx] + (arg,) + self.args[idx:]
+
+        # Nodes order by their position in the graph (torch.fx 2.x's _NodeBase compares _sort_key).
+        def __lt__(self, other):
+            if not isinstance(other, _C.NodeBase):
+                return NotImplemented
+            return self._sort_key < other._sort_key
+
+        def __gt__(self, other):
+            if not isinstance(other, _C.NodeBase):
+                return NotImplemented
+            return self._sort_key > other._sort_key
+
+        def __le__(self, other):
+            if not isinstance(other, _C.NodeBase):
+                return NotImplemented
+            return self._sort_key <= other._sort_key
+
+        def __ge__(self, other):
+            if not isinstance(other, _C.NodeBase):
+                return NotImplemented
+            return self._sort_key >= other._sort_key
+    else:
+        @compatibility(is_backward_compatible=True)
+        def replace_all_uses_with(self, replace_with: 'Node',
+                                  delete_user_cb: Callable[['Node'], bool] = lambda user: True) -> List['Node']:
+            """Replace every use of this node by ``replace_with`` (users for which ``delete_user_cb`` is true)."""
+            if delete_user_cb is _EVERY_USER:
+                return self._replace_all_uses_with(replace_with)
+            return self._replace_all_uses_with(replace_with, delete_user_cb)
 
     def __reduce__(self):
         # torch.fx pickles a lone node with its whole graph (through
@@ -221,8 +273,8 @@ class Node(*_torch_compat.node_bases(_C.NodeBase)):
         raise RuntimeError(f"cannot pickle Node '{self.name}': it is not in its graph's node list")
 
 
-# replace_all_uses_with's default, recognized to skip calling it per user.
-_EVERY_USER = Node.replace_all_uses_with.__defaults__[0]
+# replace_all_uses_with's default (1.13: a lambda), recognized to skip calling it per user.
+_EVERY_USER = (Node.replace_all_uses_with.__defaults__ or (None,))[0]
 
 
 def _node_at(graph, index):

@@ -32,6 +32,7 @@
 // Exceptions escaping a node are annotated by the Python helper registered with
 // _interp_register (torch.fx's message format), on the slow path only.
 #include "bindings.h"
+#include "fxcpp/core/dialect.h"
 #include "fxcpp/passes/last_uses.h"
 
 #include <algorithm>
@@ -66,7 +67,6 @@ PyObject* g_method_names[kNumMethods] = {};
 PyObject* s_env = nullptr;
 PyObject* s_args_iter = nullptr;
 PyObject* s_module = nullptr;
-PyObject* s_graph = nullptr;
 PyObject* s_args = nullptr;
 PyObject* s_kwargs = nullptr;
 PyObject* s_meta = nullptr;
@@ -323,7 +323,9 @@ PyObject* fetch_attr_default(PyObject* self, const std::string& target) {
     if (!next) {
       if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw PythonError();
       PyErr_Clear();
-      std::string seen = start == 0 ? std::string() : target.substr(0, start - 1);
+      // The path walked so far: torch.fx 2.x includes the missing atom, 1.13 stops before it.
+      std::string seen = dialect() == Dialect::fx_2 ? target.substr(0, start + len)
+                                                    : start == 0 ? std::string() : target.substr(0, start - 1);
       PyErr_Format(PyExc_RuntimeError, "Node referenced nonexistent target %s", seen.c_str());
       throw PythonError();
     }
@@ -667,9 +669,7 @@ PyObject* interp_run(PyObject*, PyObject* args) {
         throw PythonError();
       }
       if (!enable_io) return out.release();
-      Ref module = owned(PyObject_GetAttr(self, s_module));
-      Ref module_graph = owned(PyObject_GetAttr(module.get(), s_graph));
-      return check(PyObject_CallMethodOneArg(module_graph.get(), s_process_outputs, out.get()));
+      return check(PyObject_CallMethodOneArg(graph, s_process_outputs, out.get()));
     }
   }
   Py_RETURN_NONE;
@@ -712,7 +712,6 @@ int init_interpreter_impl(PyObject* m) {
   intern(s_env, "env");
   intern(s_args_iter, "args_iter");
   intern(s_module, "module");
-  intern(s_graph, "graph");
   intern(s_args, "args");
   intern(s_kwargs, "kwargs");
   intern(s_meta, "meta");

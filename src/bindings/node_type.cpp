@@ -379,6 +379,14 @@ int set_type(PyObject* self, PyObject* v, void*) {
   return 0;
 }
 
+/// (order key,): the node's position in its graph's list, for Python's ordering of nodes
+/// (torch.fx 2.x's Node._sort_key is a tuple too; only comparisons within one graph mean anything).
+PyObject* get_sort_key(PyObject* self, void*) {
+  Node* n = live_node(self);
+  if (!n) return nullptr;
+  return Py_BuildValue("(K)", static_cast<unsigned long long>(n->order_key()));
+}
+
 PyObject* get_erased(PyObject* self, void*) {
   Node* n = as_pynode(self)->node;
   return PyBool_FromLong(!n || n->erased());
@@ -403,6 +411,7 @@ PyGetSetDef node_getset[] = {
     {"meta", guard<get_meta>, guard<set_meta>, "metadata dict", nullptr},
     {"type", guard<get_type>, guard<set_type>, "type annotation", nullptr},
     {"_erased", guard<get_erased>, nullptr, nullptr, nullptr},
+    {"_sort_key", guard<get_sort_key>, nullptr, "(position key,): orders the nodes of one graph", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyMemberDef node_members[] = {

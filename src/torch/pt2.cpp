@@ -41,6 +41,7 @@ constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 48;
 
 using names::is_identifier;
 using names::is_module_path;
+using names::is_word_char;
 using names::shown;
 
 const std::string& identifier(const std::string& s, const std::string& what) {

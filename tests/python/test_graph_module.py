@@ -26,7 +26,7 @@ from fxcpp import immutable_collections as fx_ic
 from fxcpp._compatibility import compatibility as fx_compat
 import torch.fx.immutable_collections as t_ic
 from torch.fx._compatibility import compatibility as t_compat
-from torch2 import NEW_API, TORCH2, xfail2
+from torch2 import TORCH2, xfail2
 
 
 LIBS = pytest.mark.parametrize("lib", [tfx, fx], ids=["torch.fx", "fxcpp"])
@@ -903,11 +903,21 @@ def test_public_objects_marked():
     assert fx_gm.reduce_graph_module.__module__ == 'fxcpp.graph_module'
 
 
-@NEW_API
 def test_traceback_module():
     import fxcpp.traceback as ftb
     import torch.fx.traceback as ttb
     assert ftb.__all__ == ttb.__all__
+    if TORCH2:
+        # torch.fx 2.x's node-metadata API is torch's own (one state, which torch's tracers read)
+        assert all(getattr(ftb, n) is getattr(ttb, n) for n in ftb.__all__ if n not in ('format_stack',
+                                                                                           'set_stack_trace'))
+        assert not ftb.has_preserved_node_meta()
+        with ftb.preserve_node_meta():
+            assert ttb.has_preserved_node_meta()
+            ftb.set_stack_trace(['a\n', 'b\n'])
+            assert ttb.get_current_meta()['stack_trace'] == 'a\nb\n'
+            assert ftb.format_stack() == ttb.format_stack() == ['a\nb\n']
+        assert not ttb.has_preserved_node_meta()
     assert not ftb.is_stack_trace_overridden()
     assert isinstance(ftb.format_stack(), list) and ftb.format_stack()
     ftb.set_stack_trace(['ignored'])

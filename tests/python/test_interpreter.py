@@ -193,12 +193,7 @@ def error_of(fn):
     return None
 
 
-_ANNOTATED_2X = xfail2('annotates an exception raised while interpreting differently ("[num_users=N]", '
-                       '"Original traceback: None", a tlparse hint)')
-
-
-@pytest.mark.parametrize('case', [pytest.param(c, marks=_ANNOTATED_2X) if c != 'missing_value' else c
-                                  for c in ['op_error', 'missing_input', 'keyerror', 'missing_value', 'bad_target']])
+@pytest.mark.parametrize('case', ['op_error', 'missing_input', 'keyerror', 'missing_value', 'bad_target'])
 def test_exception_annotation(case):
     results = []
     for lib in LIBS:

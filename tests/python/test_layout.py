@@ -12,7 +12,7 @@ MODULES = ['', '.graph', '.node', '.graph_module', '.proxy', '._symbolic_trace',
 
 
 # torch.fx 2.14 defines (or imports) public names fxcpp's modules lack (issue 23).
-_NEW_IN_2X = {'.proxy', '._symbolic_trace', '.subgraph_rewriter', '._compatibility'}
+_NEW_IN_2X = {'.proxy', '._symbolic_trace', '._compatibility'}
 
 
 @pytest.mark.parametrize('suffix', [pytest.param(m, marks=NEW_API) if m in _NEW_IN_2X else m for m in MODULES])

@@ -1,4 +1,4 @@
-"""replace_pattern: differential tests against torch.fx 1.13.
+"""replace_pattern: differential tests against the installed torch.fx (1.13.1 or 2.x).
 
 For each case the same module is traced with both libraries and rewritten;
 the returned matches (anchor, nodes_map: compared by names, in order), the
@@ -16,11 +16,7 @@ import torch.nn.functional as F
 
 import fxcpp as fx
 import fxcpp.subgraph_rewriter as f_sr
-from torch2 import xfail2
 
-_MATCHES_2X = xfail2("replace_pattern's Match.nodes_map points placeholders at the replacement nodes of "
-                     "earlier matches (1.13: the original nodes) and it raises differently on dead-code patterns")
-_MATCH_CASES_2X = {'chained_matches', 'no_candidate_keyerror', 'overlapping', 'placeholder_binds_literal'}
 
 LIBS = [(tfx, t_sr), (fx, f_sr)]
 
@@ -169,14 +165,12 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize('case', [pytest.param(c, marks=_MATCHES_2X) if c in _MATCH_CASES_2X else c
-                                  for c in sorted(CASES)])
+@pytest.mark.parametrize('case', sorted(CASES))
 def test_small_cases(case):
     make, pat, rep, inputs = CASES[case]
     assert_same(rewrite_both(make, pat, rep, inputs))
 
 
-@_MATCHES_2X
 def test_dead_code_pattern():
     def pat(a, b):
         return torch.neg(a)
@@ -247,7 +241,6 @@ def image():
     return (torch.randn(1, 3, 32, 32),)
 
 
-@_MATCHES_2X
 def test_resnet_relu_add():
     torchvision = pytest.importorskip('torchvision')
     results = rewrite_both(lambda: torchvision.models.resnet18().eval(),

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Optional
 
 import torch
 
-from .. import _C
+from .. import _C, _torch_compat
 from .._compatibility import compatibility
 from ..graph import Graph
 from ..graph_module import GraphModule
@@ -37,8 +37,46 @@ def _resolve(m, qualname: str, message: str):
     return obj
 
 
-@compatibility(is_backward_compatible=True)
-def split_module(
+if _torch_compat.FX_API_2:
+    @compatibility(is_backward_compatible=True)
+    def split_module(
+        m: GraphModule,
+        root_m: torch.nn.Module,
+        split_callback: Callable[[Any], int],
+        qualname_map: Optional[Dict[str, str]] = None,
+        keep_original_order: Optional[bool] = False,
+        keep_original_node_name: Optional[bool] = False,
+        keep_original_input_name: bool = True,
+        *,
+        partition_affix: Optional[str] = None,
+        tuple_return: bool = False,
+    ) -> GraphModule:
+        """torch.fx 2.x's split_module (its partitioning, names, options and outputs differ from
+        1.13's, which the core implements): torch.fx's own, run on ``to_torch_fx(m)`` (names and
+        ``meta`` kept); ``split_callback`` is called with ``m``'s own nodes; the result and its
+        ``submod_*`` modules are converted back to fxcpp GraphModules."""
+        from ..interop import from_torch_fx, to_torch_fx
+        from torch.fx.passes.split_module import split_module as fx_split_module
+        ours = {n.name: n for n in m.graph.nodes} if isinstance(m, GraphModule) else None
+        if ours is not None:
+            for node in ours.values():  # torch.fx's error, before the conversion meets it
+                if node.op in ('call_module', 'get_attr'):
+                    obj = m
+                    for atom in node.target.split('.'):
+                        if not hasattr(obj, atom):
+                            raise AttributeError(f"Node target {node.target} not found!")
+                        obj = getattr(obj, atom)
+        fx_m = to_torch_fx(m)
+        callback = split_callback if ours is None else (lambda node: split_callback(ours[node.name]))
+        out = fx_split_module(fx_m, root_m, callback, qualname_map, keep_original_order, keep_original_node_name,
+                              keep_original_input_name, partition_affix=partition_affix, tuple_return=tuple_return)
+        for name, child in list(out.named_children()):
+            if isinstance(child, torch.fx.GraphModule) and child is not getattr(fx_m, name, None):
+                setattr(out, name, from_torch_fx(child))
+        return from_torch_fx(out)
+
+
+def _split_module_113(
     m: GraphModule,
     root_m: torch.nn.Module,
     split_callback: Callable[[Any], Any],
@@ -87,3 +125,8 @@ def split_module(
     for p in order:
         base_mod_attrs[submod_names[p]] = GraphModule(targets[p], graphs[p])
     return GraphModule(base_mod_attrs, top)
+
+
+if not _torch_compat.FX_API_2:
+    _split_module_113.__name__ = _split_module_113.__qualname__ = 'split_module'
+    split_module = compatibility(is_backward_compatible=True)(_split_module_113)

@@ -8,6 +8,8 @@ fxcpp module's graph in place would leave its ``code`` and ``forward`` stale. He
 of both libraries are recompiled; everything else (order, checks, the error raised when a pass
 fails, the fixed point over ``steps``) is torch.fx's.
 """
+import inspect
+
 import torch.fx
 from torch.fx.passes.infra import pass_manager as _torch_pass_manager
 from torch.fx.passes.infra.pass_manager import (  # noqa: F401  (re-exported)
@@ -35,6 +37,8 @@ class PassManager(_torch_pass_manager.PassManager):
     GraphModules after each pass as torch.fx recompiles its own."""
 
     def __call__(self, module) -> PassResult:
+        if _torch_compat.FX_API_2:
+            return self._call_2(module)
         if not self._validated:
             self.solve_constraints()
         self.check(module)
@@ -57,6 +61,39 @@ class PassManager(_torch_pass_manager.PassManager):
                     module.recompile()
                 if self.run_checks_after_each_pass:
                     self.check(module)
+            changed_at_all = changed_at_all or changed
+            if not changed:
+                break
+        return PassResult(module, changed_at_all)
+
+    def _call_2(self, module) -> PassResult:
+        """torch.fx 2.x's run: passes named by function or class name, a result that is no
+        PassResult refused, and any failure of a pass, its recompile or its checks re-raised as
+        an ``Exception`` naming the pass and the passes before it."""
+        if not self._validated:
+            self.solve_constraints()
+        self.check(module)
+        changed_at_all = False
+        for _ in range(self.steps):
+            changed = False
+            for index, fn in enumerate(self.passes):
+                fn_name = fn.__name__ if inspect.isfunction(fn) else type(fn).__name__
+                try:
+                    result = fn(module)
+                    if not isinstance(result, PassResult) and not hasattr(result, "graph_module"):
+                        raise TypeError(f"The result of the pass {fn_name} should be type PassResult."
+                                        + "Please wrap it with pass_result_wrapper()")
+                    module = result.graph_module
+                    changed = changed or result.modified
+                    if isinstance(module, _GRAPH_MODULES):
+                        module.recompile()
+                    if self.run_checks_after_each_pass:
+                        self.check(module)
+                except Exception as e:
+                    earlier = [p.__name__ if inspect.isfunction(p) else type(p).__name__ for p in self.passes[:index]]
+                    msg = (f"An error occurred when running the '{fn_name}' pass after the "
+                           f"following passes: {earlier}")
+                    raise Exception(msg) from e  # noqa: TRY002  (torch.fx 2.x's type)
             changed_at_all = changed_at_all or changed
             if not changed:
                 break

@@ -1,0 +1,412 @@
+"""torch.fx 2.x's API surface (issue 23, item 2), differential against the installed torch.fx.
+
+On torch 2.x fxcpp takes torch.fx 2.x's signatures and behaviour (find_nodes, output_node,
+Node.insert_arg, replace_all_uses_with(propagate_meta=), node ordering, call_function(name=),
+eliminate_dead_code(is_impure_node=) with 2.x's impurity, Interpreter(graph=), boxed_run,
+replace_pattern_with_filters); on 1.13 it keeps torch.fx 1.13.1's signatures (checked here too).
+Each case runs on both libraries and compares results, or exception types and messages.
+"""
+import inspect
+import operator
+
+import pytest
+import torch
+import torch.fx as tfx
+import torch.fx.subgraph_rewriter as t_sr
+from hypothesis import given, settings, strategies as st
+
+import fxcpp
+import fxcpp.subgraph_rewriter as f_sr
+from torch2 import TORCH2
+
+needs2 = pytest.mark.skipif(not TORCH2, reason='torch.fx 1.13 has no such API (torch.fx 2.x only)')
+LIBS = [tfx, fxcpp]
+
+
+def outcome(fn):
+    try:
+        return ('ok', fn())
+    except Exception as e:  # noqa: B902
+        return ('error', type(e).__name__, str(e))
+
+
+def names(v):
+    """Nodes as their names, recursively (results of the two libraries compare by name)."""
+    if isinstance(v, (list, tuple)):
+        return type(v)(names(x) for x in v) if not hasattr(v, '_fields') else tuple(names(x) for x in v)
+    if isinstance(v, dict):
+        return {names(k): names(x) for k, x in v.items()}
+    if hasattr(v, 'op') and hasattr(v, 'graph'):
+        return ('node', v.name)
+    return v
+
+
+def same(fn):
+    """fn(lib) on both libraries; the outcomes (values by node name, or errors) must agree."""
+    a, b = (outcome(lambda: names(fn(lib))) for lib in LIBS)
+    assert a == b, f'\ntorch.fx: {a}\nfxcpp:    {b}'
+    return a
+
+
+def small_graph(lib):
+    g = lib.Graph()
+    x = g.placeholder('x')
+    y = g.call_function(torch.relu, (x,))
+    z = g.call_method('neg', (y,))
+    w = g.get_attr('w')
+    with g.inserting_before(y):
+        g.call_function(torch.relu, (x,))
+    g.output((z, w))
+    return g
+
+
+def test_signatures_follow_the_installed_torch_fx():
+    for cls, names_ in [('Graph', ['eliminate_dead_code', 'call_function', 'find_nodes', 'output_node']),
+                        ('Node', ['is_impure', 'replace_all_uses_with', 'insert_arg']),
+                        ('Interpreter', ['__init__', 'boxed_run'])]:
+        for name in names_:
+            ref = getattr(getattr(tfx, cls), name, None)
+            got = getattr(getattr(fxcpp, cls), name, None)
+            if ref is None:  # 1.13: no such method
+                continue
+            assert got is not None, (cls, name)
+            rp, gp = inspect.signature(ref).parameters, inspect.signature(got).parameters
+            assert [(p.name, p.kind, p.default) for p in rp.values() if p.name != 'self' and
+                    not inspect.isfunction(p.default)] == \
+                [(p.name, p.kind, p.default) for p in gp.values() if p.name != 'self' and
+                 not inspect.isfunction(p.default)], (cls, name)
+
+
+_OPS = ['placeholder', 'call_function', 'call_method', 'get_attr', 'output', 'call_module', 'foo', 1, None]
+_TARGETS = [None, torch.relu, torch.neg, 'neg', 'w', 'relu', 'x', operator.add, 3]
+
+
+@needs2
+@settings(max_examples=60, deadline=None)
+@given(op=st.sampled_from(_OPS), target=st.sampled_from(_TARGETS + [[1]]), sort=st.booleans())
+def test_find_nodes(op, target, sort):
+    # sort=False: the same nodes; torch.fx lists them in the order they entered its lookup
+    # table, fxcpp in graph order (docs/design.md)
+    same(lambda lib: small_graph(lib).find_nodes(op=op, target=target, sort=sort) if sort else
+         sorted(small_graph(lib).find_nodes(op=op, target=target, sort=sort), key=lambda n: n.name))
+
+
+@needs2
+def test_find_nodes_needs_op_keyword():
+    same(lambda lib: small_graph(lib).find_nodes('placeholder'))
+    same(lambda lib: small_graph(lib).find_nodes())
+
+
+@needs2
+def test_output_node():
+    same(lambda lib: small_graph(lib).output_node())
+    same(lambda lib: lib.Graph().output_node())
+
+    def no_output(lib):
+        g = small_graph(lib)
+        g.erase_node(g.output_node())
+        return g.output_node()
+    same(no_output)
+
+
+@needs2
+@settings(max_examples=40, deadline=None)
+@given(perm=st.permutations(range(5)))
+def test_nodes_order_by_position(perm):
+    def run(lib):
+        nodes = list(small_graph(lib).nodes)
+        picked = [nodes[i] for i in perm]
+        return (sorted(picked), [a < b for a, b in zip(picked, picked[1:])],
+                [a >= b for a, b in zip(picked, picked[1:])], max(picked), min(picked))
+    same(run)
+    same(lambda lib: next(iter(small_graph(lib).nodes)) < 3)
+
+
+@needs2
+@settings(max_examples=60, deadline=None)
+@given(idx=st.integers(-2, 5), which=st.sampled_from(['node', 'int', 'list', 'none', 'tuple']))
+def test_insert_arg(idx, which):
+    def run(lib):
+        g = small_graph(lib)
+        nodes = list(g.nodes)
+        x, neg = nodes[0], nodes[3]
+        arg = {'node': x, 'int': 7, 'list': [x, 2], 'none': None, 'tuple': (x, (x, 1))}[which]
+        neg.insert_arg(idx, arg)
+        # all_input_nodes: the same set; torch.fx lists an inserted input after the earlier
+        # ones, fxcpp in argument order (its input list is derived from the arguments)
+        return (tuple(neg.args), sorted(n.name for n in neg.all_input_nodes), list(x.users),
+                [list(n.users) for n in g.nodes])
+    same(run)
+
+
+@needs2
+@pytest.mark.parametrize('meta', [{}, {'a': 1}])
+@pytest.mark.parametrize('target_meta', [{}, {'b': 2}])
+@pytest.mark.parametrize('cb', [None, lambda u: u.op != 'output'])
+def test_replace_all_uses_with_propagate_meta(meta, target_meta, cb):
+    def run(lib):
+        g = small_graph(lib)
+        relu = list(g.nodes)[2]
+        relu.meta.update(meta)
+        new = g.call_function(torch.sin, (list(g.nodes)[0],))
+        new.meta.update(target_meta)
+        changed = relu.replace_all_uses_with(new, cb, propagate_meta=True)
+        return changed, dict(new.meta), [n.args for n in g.nodes]
+    same(run)
+
+
+@needs2
+@pytest.mark.parametrize('name', [None, 'foo', 'x', 'relu', 'sin', 'foo_1'])
+def test_call_function_name(name):
+    def run(lib):
+        g = small_graph(lib)
+        a = g.call_function(torch.sin, (list(g.nodes)[0],), name=name)
+        b = g.call_function(torch.sin, (a,), name=name)
+        return a.name, b.name, g.python_code('self').src
+    same(run)
+
+
+class _DCE(torch.nn.Module):
+    def forward(self, a):
+        b = a + 1
+        torch.ops.aten.add_.Tensor(a, 1)
+        c = torch.ops.aten.add(b, b)
+        d = torch.ops.aten.add.out(b, b, out=a, alpha=2)  # noqa: F841
+        e = torch.ops.aten.relu(c)  # noqa: F841
+        operator.setitem(a, 0, 1.0)
+        f = torch.ops.aten.bernoulli(a)  # noqa: F841
+        torch._assert(True, 'x')
+        return a * 2
+
+
+@pytest.mark.parametrize('custom', [None, 'placeholders_only', 'adds'])
+def test_eliminate_dead_code_impurity(custom):
+    if custom is not None and not TORCH2:
+        pytest.skip('is_impure_node is torch.fx 2.x API')
+    preds = {'placeholders_only': lambda n: n.op in ('placeholder', 'output'),
+             'adds': lambda n: n.is_impure() or n.target == torch.ops.aten.add}
+
+    def run(lib):
+        gm = lib.symbolic_trace(_DCE())
+        impure = [(n.name, n.is_impure()) for n in gm.graph.nodes]
+        kw = {} if custom is None else {'is_impure_node': preds[custom]}
+        changed = gm.graph.eliminate_dead_code(**kw)
+        gm.recompile()
+        return impure, changed, [n.name for n in gm.graph.nodes], gm.code
+    same(run)
+
+
+@needs2
+def test_is_impure_random():
+    def run(lib):
+        gm = lib.symbolic_trace(lambda a: torch.ops.aten.bernoulli(a) + torch.rand_like(a))
+        return [(n.name, n.is_impure(), n.is_impure(False), n.is_impure(impure_random=True)) for n in gm.graph.nodes]
+    same(run)
+
+
+@needs2
+@pytest.mark.parametrize('register', ['torch.fx', 'fxcpp'])
+def test_has_side_effect_after_first_use(register):
+    # the core caches each target's impurity: a target registered later (through torch.fx's or
+    # fxcpp's has_side_effect, one set on 2.x) is impure from then on, as in torch.fx
+    def run(lib, reg):
+        def late_fn(x):
+            return x
+        g = lib.Graph()
+        x = g.placeholder('x')
+        g.call_function(late_fn, (x,))
+        out = g.output(x)
+        first = g.eliminate_dead_code()
+        with g.inserting_before(out):
+            g.call_function(late_fn, (x,))
+        reg(late_fn)
+        second = g.eliminate_dead_code()
+        return first, second, [n.name for n in g.nodes]
+    reg = tfx.node.has_side_effect if register == 'torch.fx' else fxcpp.has_side_effect
+    assert run(fxcpp, reg) == run(tfx, tfx.node.has_side_effect) == (True, False, ['x', 'late_fn_1', 'output'])
+
+
+@needs2
+def test_eliminate_dead_code_in_get_attr_subgraphs():
+    def run(lib):
+        inner = lib.symbolic_trace(lambda x: (x + 1, x * 2)[0])
+        g = lib.Graph()
+        x = g.placeholder('x')
+        sub = g.get_attr('sub')
+        g.call_function(torch.neg, (x,))
+        g.output((x, sub))
+        root = torch.nn.Module()
+        root.sub = inner
+        gm = lib.GraphModule(root, g)
+        changed = gm.graph.eliminate_dead_code()
+        return changed, [n.name for n in gm.graph.nodes], [n.name for n in gm.sub.graph.nodes]
+    same(run)
+
+
+class _Two(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.relu(x) + y
+
+
+@needs2
+@pytest.mark.parametrize('graph_of', ['own', 'other', 'none'])
+def test_interpreter_graph_argument(graph_of):
+    def run(lib):
+        gm = lib.symbolic_trace(_Two())
+        other = lib.symbolic_trace(lambda x, y: x * y).graph
+        graph = {'own': gm.graph, 'other': other, 'none': None}[graph_of]
+        interp = lib.Interpreter(gm, graph=graph)
+        out = interp.run(torch.full((2,), 3.0), torch.full((2,), 2.0))
+        return out.tolist(), interp.name, interp.extra_traceback, interp.graph is (graph or gm.graph)
+    same(run)
+    # any module with a graph to run
+    same(lambda lib: lib.Interpreter(torch.nn.Linear(2, 2),
+                                     graph=lib.symbolic_trace(lambda x: x - 1).graph).run(torch.ones(2)).tolist())
+
+
+@needs2
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(0, 4))
+def test_boxed_run(n):
+    def run(lib):
+        interp = lib.Interpreter(lib.symbolic_trace(_Two()))
+        args = [torch.full((2,), float(i)) for i in range(n)]
+        out = interp.boxed_run(args)
+        return out.tolist(), args
+    same(run)
+
+
+@needs2
+def test_interpreter_runs_a_torch_fx_graph():
+    gm = tfx.symbolic_trace(_Two())
+    a = tfx.Interpreter(gm).run(torch.ones(2), torch.ones(2))
+    b = fxcpp.Interpreter(gm).run(torch.ones(2), torch.ones(2))
+    assert torch.equal(a, b)
+
+
+# ------------------------------------------------------------- subgraph rewriting (2.x)
+
+def _rewrite(lib, sr, make, pattern, replacement, **kw):
+    gm = lib.symbolic_trace(make())
+    if kw or replacement is None:
+        res = sr.replace_pattern_with_filters(gm, pattern, replacement, **kw)
+        res = [(r.anchor, r.nodes_map, r.replacements) for r in res]
+    else:
+        res = [(m.anchor, m.nodes_map) for m in sr.replace_pattern(gm, pattern, replacement)]
+    gm.graph.lint()
+    return res, gm.code
+
+
+def _same_rewrite(make, pattern, replacement, **kw):
+    a, b = (outcome(lambda: names(_rewrite(lib, sr, make, pattern, replacement, **kw)))
+            for lib, sr in [(tfx, t_sr), (fxcpp, f_sr)])
+    assert a == b, f'\ntorch.fx: {a}\nfxcpp:    {b}'
+    return a
+
+
+class _Chain(torch.nn.Module):
+    def forward(self, x, w):
+        a = torch.relu(x + w)
+        b = torch.relu(a + w)
+        c = torch.ops.aten._reshape_alias_copy.default(b, [1, 2], [3, 4])
+        return torch.relu(c + 2), a.sum(dim=0, keepdim=True)
+
+
+def _add_relu(x, w):
+    return torch.relu(x + w)
+
+
+def _sub_sigmoid(x, w):
+    return torch.sigmoid(x - w)
+
+
+def _reshape(x, a, b):
+    return torch.ops.aten._reshape_alias_copy.default(x, a, b)
+
+
+def _reshape_swapped(x, a, b):
+    return torch.ops.aten._reshape_alias_copy.default(x, b, a)
+
+
+def _add2_relu(x):
+    return torch.relu(x + 2)
+
+
+def _add3_relu(x):
+    return torch.relu(x + 3)
+
+
+@needs2
+@pytest.mark.parametrize('pattern,replacement', [
+    (_add_relu, _sub_sigmoid), (_reshape, _reshape_swapped), (_add2_relu, _sub_sigmoid),
+    (_add3_relu, _add2_relu)])
+@pytest.mark.parametrize('mode', ['plain', 'graph_modules', 'filters', 'ignore_literals', 'name_match'])
+def test_replace_pattern_2x(pattern, replacement, mode):
+    if mode == 'plain':
+        _same_rewrite(_Chain, pattern, replacement)
+        return
+    if mode == 'graph_modules':
+        a, b = (outcome(lambda: names(_rewrite(lib, sr, _Chain, lib.symbolic_trace(pattern),
+                                                lib.symbolic_trace(replacement))))
+                for lib, sr in [(tfx, t_sr), (fxcpp, f_sr)])
+        assert a == b
+        return
+    kw = {'filters': {'match_filters': [lambda m, g, p: all(n.name != 'add' for n in m.nodes_map.values()
+                                                           if hasattr(n, 'name'))]},
+          'ignore_literals': {'ignore_literals': True},
+          'name_match': {'node_name_match': 'relu'}}[mode]
+    _same_rewrite(_Chain, pattern, replacement, **kw)
+
+
+@needs2
+def test_replace_pattern_with_callback():
+    def callback(match, graph, pattern_graph):
+        return fxcpp.symbolic_trace(_sub_sigmoid).graph if isinstance(graph, fxcpp.Graph) else \
+            tfx.symbolic_trace(_sub_sigmoid).graph
+    _same_rewrite(_Chain, _add_relu, None, replacement_callback=callback)
+    _same_rewrite(_Chain, _add_relu, None)  # neither replacement nor callback
+
+
+@needs2
+def test_replacement_with_tensor_attributes():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.tensor([1.0])
+
+        def forward(self, x):
+            return x + self.a
+
+    class P(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.b = torch.tensor([5.0])
+
+        def forward(self, x):
+            return x + self.b
+
+    class R(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = torch.tensor([3.0])
+
+        def forward(self, x):
+            return x - self.c
+    _same_rewrite(M, P(), R())
+    for lib, sr in [(tfx, t_sr), (fxcpp, f_sr)]:
+        gm = lib.symbolic_trace(M())
+        sr.replace_pattern(gm, P(), R())
+        assert torch.equal(gm(torch.ones(1)), torch.tensor([-2.0]))
+
+
+@needs2
+def test_long_chain_pattern_has_no_recursion_limit():
+    depth = 1500
+
+    def chain(x):
+        for _ in range(depth):
+            x = torch.neg(x)
+        return x
+    gm = fxcpp.symbolic_trace(chain)
+    matches = f_sr.replace_pattern_with_filters(gm, chain, lambda x: torch.abs(x))
+    assert len(matches) == 1 and len(matches[0].nodes_map) == depth + 1
