@@ -205,7 +205,7 @@ def test_placeholder_target_that_is_python_source_is_refused(tmp_path):
     (lambda d: d['nodes'][1].update(kwargs={'inplace=True) or print(1': False}), 'kwargs key'),
     (lambda d: d.update(class_name='G(M)'), 'class_name'),
     (lambda d: (d['tensors'][0].update(name='w")+exec("1'), d['nodes'][2].update(target='w")+exec("1')),
-     'is not a dotted path'),
+     'is not a module path'),
 ])
 def test_names_that_would_become_source_are_refused(tmp_path, edit, field):
     doc = _doc([_ph('x'), _call('relu', 'aten::relu', _ref('x')),
