@@ -7,19 +7,26 @@ module level registries.
 from typing import Any, Dict
 import textwrap
 
+from . import _torch_compat
+
 __all__ = ['compatibility']
 
 # Registries keyed by the decorated object (dicts used as ordered sets).
 # The misspelled name matches torch.fx, which tooling may refer to.
 _BACK_COMPAT_OBJECTS: Dict[Any, None] = {}
 _MARKED_WITH_COMATIBLITY: Dict[Any, None] = {}
+# torch.fx 2.x spells the registry correctly; both names are the one dict.
+_MARKED_WITH_COMPATIBILITY = _MARKED_WITH_COMATIBLITY
 
-_BC_NOTE = """
+# torch.fx 2.x puts a blank line between the docstring and the note; 1.13 does not.
+_NOTE_PREFIX = "\n" if _torch_compat.FX_API_2 else ""
+
+_BC_NOTE = _NOTE_PREFIX + """
 .. note::
     Backwards-compatibility for this API is guaranteed.
 """
 
-_NOT_BC_WARNING = """
+_NOT_BC_WARNING = _NOTE_PREFIX + """
 .. warning::
     This API is experimental and is *NOT* backward-compatible.
 """
