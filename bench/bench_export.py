@@ -49,7 +49,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 CPP_BENCH = os.path.join(os.environ.get("FXCPP_BUILD_DIR") or os.path.join(REPO, "build"), "fxcpp_runtime_bench")
-CHAIN_OPS = 1000
+from bench_runtime import CHAIN_OPS  # noqa: E402 -- one definition of the chain
 VARIANTS = ("eager", "fxcpp_py", "aoti", "inductor", "aot_eager", "fxcpp_compile")
 COMPILED = ("inductor", "aot_eager", "fxcpp_compile")
 
@@ -62,17 +62,7 @@ def make_model(name):
     import torch
     torch.manual_seed(0)
     if name == "chain":
-        class Chain(torch.nn.Module):
-            def forward(self, x, y):
-                for i in range(CHAIN_OPS):
-                    k = i % 3
-                    if k == 0:
-                        x = torch.add(x, y)
-                    elif k == 1:
-                        x = torch.mul(x, y)
-                    else:
-                        x = torch.relu(x)
-                return x
+        from bench_runtime import Chain  # the runtime suite's chain, the same 1,000 ops
         return Chain().eval(), (torch.randn(1, 8), torch.rand(1, 8))
     if name == "gpt2":
         return GPT().eval(), (torch.randint(0, 4096, (1, 64)),)
