@@ -1,0 +1,119 @@
+"""torch.compile(model, backend="fxcpp") on issue 25's model set: torchvision's classification
+models, nn.TransformerEncoder and a dynamic batch. Each is compiled for inference, must run in
+fxcpp's C++ runtime (no graph falls back to eager) and match eager (rtol=atol=1e-4).
+
+`make test` runs a representative subset; FXCPP_ALL_MODELS=1 runs every torchvision
+classification model (tens of minutes: Dynamo and AOTAutograd trace each one).
+"""
+import inspect
+import logging
+import os
+import warnings
+
+import pytest
+import torch
+
+from fxcpp._torch_compat import HAS_DYNAMO
+
+pytestmark = pytest.mark.skipif(not HAS_DYNAMO, reason='torch.compile (Dynamo) needs torch 2.x')
+torchvision = pytest.importorskip('torchvision')
+
+TOL = dict(rtol=1e-4, atol=1e-4)
+
+# One of each family the runtime meets differently: plain convnet with in-place ReLU and
+# residual adds, hardswish/SE blocks, SiLU with stochastic depth, layer norm over permuted
+# channels, channel shuffle, window attention (batched matmuls, rolled windows).
+DEFAULT = ('resnet18', 'mobilenet_v3_small', 'efficientnet_b0', 'convnext_tiny', 'shufflenet_v2_x0_5', 'swin_t')
+
+# Models whose forward is too costly for 2 CPU cores even once (GFLOPs per 224x224 image).
+TOO_COSTLY = {'vit_h_14': '167 GFLOPs', 'regnet_y_128gf': '128 GFLOPs', 'vit_l_16': '61 GFLOPs',
+              'regnet_y_32gf': '32 GFLOPs', 'regnet_x_32gf': '32 GFLOPs'}
+
+
+def _names():
+    if not os.environ.get('FXCPP_ALL_MODELS'):
+        return list(DEFAULT)
+    return [n for n in torchvision.models.list_models(module=torchvision.models) if n not in TOO_COSTLY]
+
+
+def _side(name):
+    if name.startswith(('vit_', 'maxvit')):
+        return 224  # fixed patch grids and window partitions
+    return 96 if name in ('inception_v3', 'googlenet') else 64
+
+
+def _build(name):
+    builder = torchvision.models.get_model_builder(name)
+    kwargs = {'weights': None}
+    if name in ('googlenet', 'inception_v3'):
+        kwargs['init_weights'] = False
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        return builder(**kwargs).eval()
+
+
+@pytest.fixture(autouse=True)
+def dynamo():
+    from fxcpp.aten import _dynamo
+    assert _dynamo.register()
+    torch._dynamo.reset()
+    yield _dynamo
+    torch._dynamo.reset()
+
+
+@pytest.fixture
+def loads(dynamo, monkeypatch):
+    """The runtimes the backend made (one per graph it ran in C++)."""
+    seen = []
+    real = dynamo._load
+
+    def spy(gm):
+        rt = real(gm)
+        seen.append(rt)
+        return rt
+    monkeypatch.setattr(dynamo, '_load', spy)
+    return seen
+
+
+def _fallbacks(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == 'fxcpp' and 'eager PyTorch' in r.getMessage()]
+
+
+def _check(model, inputs_list, loads, caplog, **compile_kw):
+    caplog.set_level(logging.WARNING, logger='fxcpp')
+    compiled = torch.compile(model, backend='fxcpp', **compile_kw)
+    with torch.no_grad():
+        for inputs in inputs_list:
+            torch.testing.assert_close(compiled(*inputs), model(*inputs), **TOL)
+    assert _fallbacks(caplog) == []
+    assert loads, 'no graph reached the C++ runtime'
+
+
+@pytest.mark.parametrize('name', _names())
+def test_torchvision_model_matches_eager(name, loads, caplog):
+    torch.manual_seed(0)
+    model = _build(name)
+    side = _side(name)
+    _check(model, [(torch.randn(2, 3, side, side),)], loads, caplog)
+
+
+def test_transformer_encoder_matches_eager(loads, caplog):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, batch_first=True,
+                                             dropout=0.0)
+    model = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
+    _check(model, [(torch.randn(2, 10, 32),)], loads, caplog)
+
+
+def test_dynamic_batch_serves_several_sizes(loads, caplog):
+    torch.manual_seed(0)
+    model = _build('resnet18')
+    _check(model, [(torch.randn(n, 3, 32, 32),) for n in (2, 3, 5)], loads, caplog, dynamic=True)
+    assert len(loads) == 1, 'one graph, symbolic in the batch, serves every size'
+
+
+def test_default_selection_is_in_torchvision():
+    # The subset names models torchvision still has (a renamed model would silently drop out).
+    assert set(DEFAULT) <= set(torchvision.models.list_models(module=torchvision.models))
+    for name in DEFAULT:
+        assert 'weights' in inspect.signature(torchvision.models.get_model_builder(name)).parameters
