@@ -26,6 +26,17 @@ def tabular(graph) -> str:
     return norm(buf.getvalue())
 
 
+def readable(gm) -> str:
+    """gm.print_readable()'s text: returned by torch.fx 2.x (print_output=False), printed by 1.13."""
+    import inspect
+    if 'print_output' in inspect.signature(tfx.GraphModule.print_readable).parameters:
+        return gm.print_readable(print_output=False)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        gm.print_readable()
+    return buf.getvalue()
+
+
 def same_values(a, b):
     if isinstance(a, torch.Tensor):
         assert isinstance(b, torch.Tensor)
