@@ -11,7 +11,6 @@ from fxcpp.experimental.graph_gradual_typechecker import GraphTypeChecker, Refin
 from fxcpp.experimental.rewriter import RewritingTracer
 from fxcpp.experimental.unify_refinements import infer_symbolic_types
 from fxcpp.tensor_type import Dyn, TensorType
-from torch2 import FX_NODE_NOT_A_BASE
 from torch.fx.experimental import graph_gradual_typechecker as torch_checker
 from torch.fx.experimental import unify_refinements as torch_unify
 from torch.fx.experimental.rewriter import RewritingTracer as TorchRewritingTracer
@@ -55,7 +54,6 @@ def _types(gm):
 
 
 @pytest.mark.parametrize('make', [ConvNet, AddReshape])
-@FX_NODE_NOT_A_BASE
 def test_type_check_gives_torch_fx_types(make):
     ours, theirs = _pair(make())
     assert isinstance(ours, fxcpp.GraphModule)
@@ -66,7 +64,6 @@ def test_type_check_gives_torch_fx_types(make):
     assert all(t != 'None' for name, op, t in got if op != 'output')
 
 
-@FX_NODE_NOT_A_BASE
 def test_type_check_errors_like_torch_fx():
     ours, theirs = _pair(Bad())
     with pytest.raises(TypeError) as ref:
@@ -76,7 +73,6 @@ def test_type_check_errors_like_torch_fx():
     assert str(got.value) == str(ref.value)
 
 
-@FX_NODE_NOT_A_BASE
 def test_refine_constraints_match_torch_fx():
     ours, theirs = _pair(ConvNet())
     GraphTypeChecker({}, ours).type_check()
@@ -88,7 +84,6 @@ def test_refine_constraints_match_torch_fx():
     assert len(a.constraints) > 0
 
 
-@FX_NODE_NOT_A_BASE
 def test_infer_symbolic_types_matches_torch_fx():
     class M(torch.nn.Module):
         def forward(self, x: TensorType((Dyn, 2)), y: TensorType((3, Dyn))):
@@ -101,7 +96,6 @@ def test_infer_symbolic_types_matches_torch_fx():
     assert any(n.type is not None for n in ours.graph.nodes if n.op == 'call_function')
 
 
-@FX_NODE_NOT_A_BASE
 def test_resnet18_types_match_torch_fx():
     model = torchvision.models.resnet18()
     ours = fxcpp.symbolic_trace(model)
