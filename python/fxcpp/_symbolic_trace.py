@@ -609,6 +609,10 @@ class Tracer(TracerBase):
         _torch_compat.set_fx_tracing(True)
         try:
             if isinstance(root, torch.nn.Module):
+                # A lazy GraphModule generates its forward now: its placeholder
+                # forward cannot be traced (fxcpp._lazy_graph_module).
+                from ._lazy_graph_module import _LazyGraphModule
+                _LazyGraphModule.force_recompile(root)
                 self.root = root
 
                 assert hasattr(
@@ -994,7 +998,8 @@ def symbolic_trace(
     name = (
         root.__class__.__name__ if isinstance(root, torch.nn.Module) else root.__name__
     )
-    return GraphModule(tracer.root, graph, name)
+    from ._lazy_graph_module import _make_graph_module  # it imports graph_module, which imports this module
+    return _make_graph_module(tracer.root, graph, name)
 
 
 # torch.fx's own helper (wrapped there), so that generated code names it as

@@ -128,7 +128,8 @@ def _deserialize_graph_module(forward, body: Dict[Any, Any]) -> torch.nn.Module:
 
     # do not leave the local (unpicklable) KeepModules class on the graph
     graph._tracer_cls = tracer_cls
-    gm = GraphModule(com, graph, class_name=graphmodule_cls_name)
+    from ._lazy_graph_module import _make_graph_module  # it imports this module
+    gm = _make_graph_module(com, graph, class_name=graphmodule_cls_name)
 
     # The constructor only keeps attributes the graph references; restore any
     # other state that was saved.
@@ -582,6 +583,11 @@ class {module_name}(torch.nn.Module):
 
         return python_code
 
+    def _python_code_for_save(self) -> PythonCode:
+        """The PythonCode pickling and packaging write: ``recompile()``'s (a lazy module
+        generates it then, fxcpp._lazy_graph_module)."""
+        return self.recompile()
+
     # _tracer_cls travels in the saved state, so a GraphModule subclass gets
     # re-traced with its own Tracer subclass on load.
     def __reduce_deploy__(self, importer: Importer):
@@ -589,7 +595,7 @@ class {module_name}(torch.nn.Module):
         dict_without_graph['_graphmodule_cls_name'] = self.__class__.__name__
         del dict_without_graph['_graph']
 
-        python_code = self.recompile()
+        python_code = self._python_code_for_save()
         import_block = _format_import_block(python_code.globals, importer)
         return (reduce_deploy_graph_module, (dict_without_graph, import_block))
 
@@ -599,7 +605,7 @@ class {module_name}(torch.nn.Module):
         del dict_without_graph['_graph']
 
         generated_module_name = f'fx-generated._{exporter.get_unique_id()}'
-        python_code = self.recompile()
+        python_code = self._python_code_for_save()
         import_block = _format_import_block(python_code.globals, exporter.importer)
         module_code = import_block + self.code
         exporter.save_source_string(generated_module_name, module_code)
@@ -611,7 +617,7 @@ class {module_name}(torch.nn.Module):
         on-disk format); loading re-traces the source to rebuild the graph.
         """
         dict_without_graph = self.__dict__.copy()
-        python_code = self.recompile()
+        python_code = self._python_code_for_save()
         import_block = _format_import_block(python_code.globals, sys_importer)
         del dict_without_graph['_graph']
         return (reduce_graph_module, (dict_without_graph, import_block))
