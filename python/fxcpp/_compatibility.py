@@ -4,7 +4,7 @@
 note (or warning) to the decorated object's docstring and records the object in
 module level registries.
 """
-from typing import Any, Dict
+from typing import Any, Callable, Dict, TypeVar  # noqa: F401 -- Callable, TypeVar: torch.fx 2.x's names
 import textwrap
 
 from . import _torch_compat

@@ -13,26 +13,35 @@ Differences from torch.fx 1.13.1 (all are fixes, the traced graphs are the same)
 """
 import builtins
 import collections
+import contextlib
 import copy
 import functools
 import inspect
+import logging
 import math
 import os
 import sys
 import warnings
 from itertools import chain
-from types import CodeType, FunctionType, ModuleType
-from typing import (
+from types import CodeType, FunctionType, ModuleType, TracebackType  # noqa: F401 -- torch.fx 2.x's names
+from typing import (  # noqa: F401 -- Iterable... get_args: names torch.fx 2.x's module has
     Any,
     Callable,
     Dict,
+    Iterable,
+    Iterator,
     List,
     NamedTuple,
     Optional,
+    ParamSpec,
     Set,
     Tuple,
     Type,
+    TypeAlias,
+    TypeVar,
     Union,
+    get_args,
+    overload,
 )
 
 import torch
@@ -42,6 +51,7 @@ from torch._C import ScriptObject  # type: ignore[attr-defined]
 import torch.fx._symbolic_trace as _torch_fx_symbolic_trace
 
 from . import _C, _torch_compat
+from ._torch_compat import FakeScriptObject, is_custom_class, is_opaque_symbolic_type  # noqa: F401 -- as torch.fx
 from .graph import _PyTreeCodeGen, _PyTreeInfo, Graph
 from .graph_module import GraphModule
 from .node import Argument, base_types, map_aggregate
@@ -59,8 +69,30 @@ _proxyable_classes: Dict[Type, None] = {}
 _is_fx_tracing_flag = False
 
 
-def is_fx_tracing():
-    return _is_fx_tracing_flag
+log = logging.getLogger(__name__)
+
+
+if _torch_compat.FX_API_2:
+    @functools.lru_cache
+    def is_fx_tracing_warning() -> None:
+        """Logs, once, torch.fx 2.x's note that is_fx_tracing() is also true under torch.export."""
+        log.warning(
+            "is_fx_tracing will return true for both fx.symbolic_trace and "
+            "torch.export. Please use "
+            "is_fx_tracing_symbolic_tracing() for specifically fx.symbolic_trace "
+            "or torch.compiler.is_compiling() for specifically torch.export/compile."
+        )
+
+    def is_fx_tracing():
+        is_fx_tracing_warning()
+        return _is_fx_tracing_flag
+
+    def is_fx_symbolic_tracing() -> bool:
+        """True while symbolic tracing runs and Dynamo/torch.export is not compiling."""
+        return _is_fx_tracing_flag and not torch.compiler.is_compiling()
+else:
+    def is_fx_tracing():
+        return _is_fx_tracing_flag
 
 
 @compatibility(is_backward_compatible=True)
@@ -116,9 +148,35 @@ class PHBase(object):
 PH = PHBase()
 
 
+@compatibility(is_backward_compatible=False)
+class PHWithMeta(PHBase):
+    """
+    A ``concrete_args`` placeholder that carries metadata: its ``ph_key`` and any other
+    attribute set on it are copied onto the placeholder node it becomes (torch.fx 2.x).
+    """
+
+    def __init__(self, ph_key: Optional[str] = None):
+        super().__init__()
+        self.ph_key = ph_key
+
+
 def _is_ph(x) -> bool:
-    # Accept torch.fx.PH as well so code written against torch.fx keeps working.
+    # Accept torch.fx's placeholders as well so code written against torch.fx keeps working.
+    # torch.fx 1.13 takes the PH singleton only; 2.x any PHBase (PHWithMeta...).
+    if _torch_compat.FX_API_2:
+        return isinstance(x, (PHBase, _torch_fx_symbolic_trace.PHBase))
     return x is PH or x is _torch_fx_symbolic_trace.PH
+
+
+def _transfer_ph_attrs(ph, node) -> None:
+    """torch.fx 2.x: the plain attributes a user set on a placeholder object other than PH
+    (PHWithMeta's ph_key, ...) become attributes of its placeholder node."""
+    if ph is PH or ph is _torch_fx_symbolic_trace.PH:
+        return
+    for name in dir(ph):
+        value = getattr(ph, name)
+        if not callable(value) and not name.startswith('__') and not hasattr(node, name):
+            setattr(node, name, value)
 
 
 # Cache of autowrap function-id sets, keyed by the autowrap module tuple.
@@ -508,6 +566,7 @@ class Tracer(TracerBase):
                         "placeholder", f"{name}_{str(cnt)}", default, {}
                     )
                     if _is_ph(x):
+                        _transfer_ph_attrs(x, out.node)
                         return out
                     if (
                         type(x) == bool
@@ -679,7 +738,7 @@ class Tracer(TracerBase):
                 )
                 return self.call_module(mod, forward, args, kwargs)
 
-            with _Patcher() as patcher:
+            with _new_patcher() as patcher:
                 # deduplicate=False: a nested trace patches these once more.
                 patcher.patch_method(
                     torch.nn.Module,
@@ -815,8 +874,12 @@ class _PatchedFn(NamedTuple):
     frame_dict: Any
     fn_name: str
     orig_fn: Any
+    new_fn: Any = None
 
     def revert(self):
+        raise NotImplementedError()
+
+    def patch(self):
         raise NotImplementedError()
 
 
@@ -824,15 +887,24 @@ class _PatchedFnSetItem(_PatchedFn):
     def revert(self):
         self.frame_dict[self.fn_name] = self.orig_fn
 
+    def patch(self):
+        self.frame_dict[self.fn_name] = self.new_fn
+
 
 class _PatchedFnDel(_PatchedFn):
     def revert(self):
         del self.frame_dict[self.fn_name]
 
+    def patch(self):
+        self.frame_dict[self.fn_name] = self.new_fn
+
 
 class _PatchedFnSetAttr(_PatchedFn):
     def revert(self):
         setattr(self.frame_dict, self.fn_name, self.orig_fn)
+
+    def patch(self):
+        setattr(self.frame_dict, self.fn_name, self.new_fn)
 
 
 # Attribute marking functions installed by a _Patcher (value: deduplicate flag).
@@ -855,12 +927,12 @@ class _Patcher(object):
         """Set ``frame_dict[name] = new_fn`` until the patcher exits."""
         setattr(new_fn, _ALREADY_PATCHED, deduplicate)
         if name not in frame_dict and hasattr(builtins, name):
-            self.patches_made.append(_PatchedFnDel(frame_dict, name, None))
+            self.patches_made.append(_PatchedFnDel(frame_dict, name, None, new_fn))
         elif getattr(frame_dict[name], _ALREADY_PATCHED, False):
             return  # wrapper already installed
         else:
             self.patches_made.append(
-                _PatchedFnSetItem(frame_dict, name, frame_dict[name])
+                _PatchedFnSetItem(frame_dict, name, frame_dict[name], new_fn)
             )
         frame_dict[name] = new_fn
 
@@ -872,7 +944,7 @@ class _Patcher(object):
         orig_fn = getattr(cls, name)
         if getattr(orig_fn, _ALREADY_PATCHED, False):
             return  # wrapper already installed
-        self.patches_made.append(_PatchedFnSetAttr(cls, name, orig_fn))
+        self.patches_made.append(_PatchedFnSetAttr(cls, name, orig_fn, new_fn))
         setattr(cls, name, new_fn)
 
     def visit_once(self, thing: Any):
@@ -883,6 +955,18 @@ class _Patcher(object):
         self.visited.add(idx)
         return True
 
+    def revert_all_patches(self):
+        """Undo every patch for now (they stay recorded: reapply_all_patches redoes them)."""
+        for patch in self.patches_made:
+            patch.revert()
+        return self.patches_made
+
+    def reapply_all_patches(self):
+        """Redo every recorded patch (after revert_all_patches)."""
+        for patch in self.patches_made:
+            patch.patch()
+        return self.patches_made
+
     def __enter__(self):
         return self
 
@@ -892,6 +976,49 @@ class _Patcher(object):
             # newest first, so a name patched twice gets its original back
             self.patches_made.pop().revert()
         self.visited.clear()
+
+
+#: The patcher of the trace running now (None outside tracing): torch.fx 2.x's name.
+CURRENT_PATCHER: Optional[_Patcher] = None
+
+
+@contextlib.contextmanager
+def _new_patcher():
+    """A fresh patcher, CURRENT_PATCHER while the block runs, its patches reverted at the end.
+    On torch 2.x torch.fx's own CURRENT_PATCHER names it too, so torch's code that steps out of
+    tracing (Dynamo compiling a frame: torch.fx._symbolic_trace._maybe_revert_all_patches)
+    reverts fxcpp's patches as it reverts torch.fx's."""
+    global CURRENT_PATCHER
+    prior = CURRENT_PATCHER
+    shares = hasattr(_torch_fx_symbolic_trace, 'CURRENT_PATCHER')
+    prior_torch = _torch_fx_symbolic_trace.CURRENT_PATCHER if shares else None
+    patcher = _Patcher()
+    CURRENT_PATCHER = patcher
+    if shares:
+        _torch_fx_symbolic_trace.CURRENT_PATCHER = patcher
+    try:
+        with patcher:
+            yield patcher
+    finally:
+        CURRENT_PATCHER = prior
+        if shares:
+            _torch_fx_symbolic_trace.CURRENT_PATCHER = prior_torch
+
+
+@contextlib.contextmanager
+def _maybe_revert_all_patches():
+    """Within the block, the running trace's patches are undone (torch.fx 2.x's helper)."""
+    patcher = CURRENT_PATCHER
+    removed = made = None
+    try:
+        if patcher is not None:
+            removed = patcher.revert_all_patches()
+        yield
+    finally:
+        if patcher is not None:
+            made = patcher.reapply_all_patches()
+        if made != removed:
+            raise AssertionError("CURRENT_PATCHER was changed during a revert_all_patches")
 
 
 def _all_wrapped_fns_to_patch():

@@ -366,3 +366,21 @@ def dce_impure_random():
 INTERPRETER_ERROR_FOOTER = ('\nUse tlparse to see full graph. '
                             '(https://github.com/pytorch/tlparse?tab=readme-ov-file#tlparse-parse-structured-pt2-logs)'
                             if TORCH_VERSION >= (2, 6) else '')
+
+
+def _torch_library_names():
+    """torch._library's helpers that torch.fx 2.x's _symbolic_trace imports (None where this
+    torch has no such helper): FakeScriptObject, is_custom_class, is_opaque_symbolic_type."""
+    names = {'FakeScriptObject': None, 'is_custom_class': None, 'is_opaque_symbolic_type': None}
+    import importlib
+    for module, name in (('torch._library.fake_class_registry', 'FakeScriptObject'),
+                         ('torch._library.opaque_object', 'is_custom_class'),
+                         ('torch._library.opaque_object', 'is_opaque_symbolic_type')):
+        try:
+            names[name] = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            pass
+    return names['FakeScriptObject'], names['is_custom_class'], names['is_opaque_symbolic_type']
+
+
+FakeScriptObject, is_custom_class, is_opaque_symbolic_type = _torch_library_names()

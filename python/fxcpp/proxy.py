@@ -43,7 +43,7 @@ from ._compatibility import compatibility
 from . import _torch_compat
 from . import traceback as fx_traceback
 
-__all__ = ['TracerBase', 'GraphAppendingTracer', 'TraceError', 'Proxy', 'Attribute', 'ParameterProxy',
+__all__ = ['TracerBase', 'GraphAppendingTracer', 'TraceError', 'Proxy', 'MetaProxy', 'Attribute', 'ParameterProxy',
            'Scope', 'ScopeContextManager']
 
 # torch.fx 2.x's tracing bookkeeping is on (Note [Tracing metadata]).
@@ -677,6 +677,34 @@ class Proxy(_torch_fx_proxy.Proxy):
         if name is None:
             return tracer.create_proxy(kind, target, args, kwargs)
         return tracer.create_proxy(kind, target, args, kwargs, name=name)
+
+
+@compatibility(is_backward_compatible=False)
+class MetaProxy(Proxy):
+    """
+    A Proxy that also computes each result's ``meta['val']`` (torch.fx 2.x): every torch
+    function called on it runs again on the arguments' ``meta['val']`` under its fake mode.
+    """
+
+    def __init__(self, node: Node, tracer: 'Optional[TracerBase]' = None, fake_mode: Any = None):
+        super().__init__(node, tracer)
+        self.fake_mode = fake_mode
+
+    def __repr__(self) -> str:
+        return f'MetaProxy({self.node.name})'
+
+    @classmethod
+    def __torch_function__(cls, orig_method, types, args=None, kwargs=None):
+        args = args if args else ()
+        kwargs = kwargs if kwargs else {}
+        meta_proxy = next((a for a in args if isinstance(a, MetaProxy)), None)
+        if meta_proxy is None:
+            raise AssertionError('No MetaProxy found in arguments, but one is expected.')
+        proxy = super().__torch_function__(orig_method, types, args, kwargs)
+        with meta_proxy.fake_mode:
+            proxy.node.meta['val'] = orig_method(
+                *[a.node.meta['val'] if isinstance(a, Proxy) else a for a in args], **kwargs)
+        return MetaProxy(proxy.node, proxy.tracer, meta_proxy.fake_mode)
 
 
 @compatibility(is_backward_compatible=True)

@@ -410,3 +410,87 @@ def test_long_chain_pattern_has_no_recursion_limit():
     gm = fxcpp.symbolic_trace(chain)
     matches = f_sr.replace_pattern_with_filters(gm, chain, lambda x: torch.abs(x))
     assert len(matches) == 1 and len(matches[0].nodes_map) == depth + 1
+
+
+# ---------------------------------------------------------------------------- tracing helpers
+
+@needs2
+def test_ph_with_meta_attributes_reach_the_placeholder():
+    def f(x, y):
+        return x + y
+
+    def trace(lib):
+        ph = lib._symbolic_trace.PHWithMeta(ph_key='the_x')
+        ph.note = 'user data'
+        gm = lib.symbolic_trace(f, concrete_args={'x': ph, 'y': lib.PH})
+        return gm.code, [(n.name, getattr(n, 'ph_key', None), getattr(n, 'note', None))
+                         for n in gm.graph.nodes if n.op == 'placeholder']
+    assert trace(fxcpp) == trace(tfx)
+    assert trace(fxcpp)[1][0][1:] == ('the_x', 'user data')
+
+
+@needs2
+def test_current_patcher_is_shared_with_torch_fx():
+    """While fxcpp traces, torch.fx's CURRENT_PATCHER is fxcpp's patcher, so torch code that steps
+    out of tracing (Dynamo: _maybe_revert_all_patches) undoes fxcpp's patches as torch.fx's."""
+    import torch.fx._symbolic_trace as tst
+    import fxcpp._symbolic_trace as fst
+    seen = {}
+
+    def leaf(lib, st):
+        def f(x):
+            seen[lib.__name__] = (st.CURRENT_PATCHER is not None, tst.CURRENT_PATCHER is st.CURRENT_PATCHER)
+            patched = torch.nn.Module.__call__
+            with tst._maybe_revert_all_patches():
+                seen[lib.__name__] += (torch.nn.Module.__call__ is not patched,)
+            seen[lib.__name__] += (torch.nn.Module.__call__ is patched,)
+            return x.relu()
+        return f
+
+    original_call = torch.nn.Module.__call__
+    for lib, st in ((tfx, tst), (fxcpp, fst)):
+        lib.symbolic_trace(leaf(lib, st))
+        assert st.CURRENT_PATCHER is None and tst.CURRENT_PATCHER is None
+        assert torch.nn.Module.__call__ is original_call
+    assert seen['fxcpp'] == seen['torch.fx'] == (True, True, True, True)
+
+
+@needs2
+def test_is_fx_symbolic_tracing_and_its_warning(caplog):
+    import fxcpp._symbolic_trace as fst
+    states = []
+
+    def f(x):
+        states.append((fst.is_fx_symbolic_tracing(), tfx._symbolic_trace.is_fx_symbolic_tracing()))
+        return x + 1
+    fxcpp.symbolic_trace(f)
+    tfx.symbolic_trace(f)
+    assert states == [(True, True), (False, True)]
+    assert fst.is_fx_symbolic_tracing() is False
+    fst.is_fx_tracing_warning.cache_clear()
+    with caplog.at_level('WARNING'):
+        fst.is_fx_tracing()
+        fst.is_fx_tracing()
+    warnings = [r.getMessage() for r in caplog.records if r.name == 'fxcpp._symbolic_trace']
+    assert len(warnings) == 1 and warnings[0].startswith('is_fx_tracing will return true for both')
+
+
+@needs2
+def test_meta_proxy_records_fake_values():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def run(lib):
+        mode = FakeTensorMode()
+        graph = lib.Graph()
+        tracer = lib.proxy.GraphAppendingTracer(graph)
+        x = graph.placeholder('x')
+        with mode:
+            x.meta['val'] = torch.empty(2, 3)
+        p = lib.proxy.MetaProxy(x, tracer, fake_mode=mode)
+        out = torch.relu(p).sum(0)
+        graph.output(out.node)
+        return repr(out), type(out).__name__, [(n.name, tuple(n.meta['val'].shape)) for n in graph.nodes
+                                              if 'val' in n.meta]
+    assert run(fxcpp) == run(tfx)
+    with pytest.raises(AssertionError, match='No MetaProxy found'):
+        fxcpp.proxy.MetaProxy.__torch_function__(torch.relu, (), (torch.randn(2),))

@@ -5,17 +5,12 @@ import pytest
 import torch.fx
 
 import fxcpp
-from torch2 import NEW_API
 
 MODULES = ['', '.graph', '.node', '.graph_module', '.proxy', '._symbolic_trace', '.immutable_collections',
            '.interpreter', '.subgraph_rewriter', '.passes.shape_prop', '._pytree', '._compatibility', '.annotate']
 
 
-# torch.fx 2.14 defines (or imports) public names fxcpp's modules lack (issue 23).
-_NEW_IN_2X = {'.proxy', '._symbolic_trace', '._compatibility'}
-
-
-@pytest.mark.parametrize('suffix', [pytest.param(m, marks=NEW_API) if m in _NEW_IN_2X else m for m in MODULES])
+@pytest.mark.parametrize('suffix', MODULES)
 def test_public_names_reachable(suffix):
     ref = importlib.import_module('torch.fx' + suffix)
     ours = importlib.import_module('fxcpp' + suffix)
