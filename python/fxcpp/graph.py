@@ -117,6 +117,54 @@ class PythonCode:
     src: str
     globals: Dict[str, Any]
 
+    if _torch_compat.PYTHON_CODE_2X_OPTIONS:
+        # torch.fx 2.x's line bookkeeping (Note [Line numbers of generated code] in
+        # src/core/codegen.cpp): `_prologue_start`, the line of `def forward(`, and
+        # `_lineno_map`, {line after the header: node position or None}, expanded from the
+        # core's compact form when first read.
+        _prologue_start: int = 0
+
+        @property
+        def _lineno_map(self) -> Optional[Dict[int, Optional[int]]]:
+            cached = self.__dict__.get('_lineno_map_value', _NO_MAP)
+            if cached is _NO_MAP:
+                cached = _expand_lineno_map(self.__dict__.pop('_lineno_info', None))
+                self.__dict__['_lineno_map_value'] = cached
+            return cached
+
+        @_lineno_map.setter
+        def _lineno_map(self, value: Optional[Dict[int, Optional[int]]]) -> None:
+            self.__dict__['_lineno_map_value'] = value
+
+
+_NO_MAP = object()
+
+
+def _expand_lineno_map(info) -> Optional[Dict[int, Optional[int]]]:
+    """{prologue_lines + v: the last node whose first body line is <= v (None before the
+    first)} for every body line v, from the core's (prologue_lines, body_lines, node lines)."""
+    if info is None:
+        return None
+    prologue_lines, body_lines, raw = info
+    starts = memoryview(raw).cast('I')
+    out: Dict[int, Optional[int]] = {}
+    j, n = -1, len(starts)
+    for v in range(body_lines):
+        while j + 1 < n and starts[j + 1] <= v:
+            j += 1
+        out[prologue_lines + v] = j if j >= 0 else None
+    return out
+
+
+def _python_code_of(result) -> 'PythonCode':
+    """A PythonCode from the core's (src, globals, line info)."""
+    src, globals_, (prologue_start, prologue_lines, body_lines, node_lines) = result
+    pc = PythonCode(src, globals_)
+    if _torch_compat.PYTHON_CODE_2X_OPTIONS:
+        pc._prologue_start = prologue_start
+        pc.__dict__['_lineno_info'] = None if node_lines is None else (prologue_lines, body_lines, node_lines)
+    return pc
+
 
 class _InsertPoint:
     """Sets the insertion point now; restores the previous one on ``__exit__``."""
@@ -412,16 +460,14 @@ class Graph(*_torch_compat.graph_bases(_C.GraphBase)):
             """
             include_stride = include_stride or os.environ.get("FX_GRAPH_SHOW_STRIDE", "0") == "1"
             include_device = include_device or os.environ.get("FX_GRAPH_SHOW_DEVICE", "0") == "1"
-            src, globals_ = self._python_code(root_module, verbose, self._codegen, include_stride, include_device,
-                                              colored, expanded_def, record_func,
-                                              list(additional_meta) if additional_meta else None)
-            return PythonCode(src, globals_)
+            return _python_code_of(self._python_code(root_module, verbose, self._codegen, include_stride,
+                                                     include_device, colored, expanded_def, record_func,
+                                                     list(additional_meta) if additional_meta else None))
     else:
         @compatibility(is_backward_compatible=True)
         def python_code(self, root_module: str, *, verbose: bool = False) -> PythonCode:
             """Python source (and globals) of a ``forward`` equivalent to this graph."""
-            src, globals_ = self._python_code(root_module, verbose, self._codegen)
-            return PythonCode(src, globals_)
+            return _python_code_of(self._python_code(root_module, verbose, self._codegen))
 
     @compatibility(is_backward_compatible=True)
     def print_tabular(self):

@@ -570,7 +570,14 @@ PyObject* graph_python_code(PyObject* self, PyObject* args) {
   Ref globals = owned(PyDict_New());
   for (auto& kv : pc.globals) check(PyDict_SetItemString(globals.get(), kv.first.c_str(), obj_ptr(kv.second)));
   Ref src = owned(str_from_display_text(pc.src));  // constants' reprs are display text
-  return Py_BuildValue("(OO)", src.get(), globals.get());
+  // Note [Line numbers of generated code]: (prologue_start, prologue_lines, body_lines,
+  // bytes of native uint32 node lines, or None), expanded in Python on demand.
+  Ref node_lines = pc.node_lines.empty() && pc.body_lines == 0
+                       ? Ref::borrow(Py_None)
+                       : owned(PyBytes_FromStringAndSize(reinterpret_cast<const char*>(pc.node_lines.data()),
+                                                         static_cast<Py_ssize_t>(pc.node_lines.size() * sizeof(uint32_t))));
+  return Py_BuildValue("(OO(IIIO))", src.get(), globals.get(), pc.prologue_start, pc.prologue_lines, pc.body_lines,
+                       node_lines.get());
 }
 
 PyObject* graph_find_nodes(PyObject* self, PyObject* args, PyObject* kw) {

@@ -5,6 +5,7 @@
 #include "fxcpp/core/dialect.h"
 #include "fxcpp/passes/last_uses.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <regex>
 #include <stdexcept>
@@ -140,8 +141,11 @@ class Generator {
     const bool record = fx2_ && o_.record_func;
     if (record) emit("_rf = torch._C._profiler._RecordFunctionFast('## ENTER_GRAPH_PLACEHOLDER_KEY ##'); _rf.__enter__()\n");
     size_t index = 0;
+    std::vector<uint32_t> node_lines;
+    node_lines.reserve(g_.size());
     for (Node* n : g_.nodes()) {
       if (o_.verbose) append_stacktrace_summary(*n);
+      node_lines.push_back(static_cast<uint32_t>(body_newlines() + stripped_lines_));
       const bool record_node =
           record && (n->op() == Op::CallFunction || n->op() == Op::CallMethod || n->op() == Op::CallModule);
       if (record_node) {
@@ -203,6 +207,17 @@ class Generator {
     // src = "\n" + wrap + "\n\n" + prologue + "\n" + body, where body is
     // '\n'.join('    ' + line for line in ''.join(body_).split('\n')).
     PythonCode pc;
+    // Note [Line numbers of generated code]. torch.fx 2.x numbers the body's
+    // lines as it builds them, a marker line before each node (then dropped),
+    // and before stripping the body's leading newline: a verbose body whose
+    // first piece is a stack-trace comment counts one more line than it shows
+    // (stripped_lines_). Its keys start after the header's lines.
+    if (!o_.hooks.body_transformer) {
+      pc.node_lines = std::move(node_lines);
+      pc.body_lines = static_cast<uint32_t>(body_newlines() + stripped_lines_ + 1);
+    }
+    pc.prologue_lines = static_cast<uint32_t>(std::count(prologue.begin(), prologue.end(), '\n') + 1);
+    pc.prologue_start = static_cast<uint32_t>(std::count(wrap_stmts.begin(), wrap_stmts.end(), '\n') + 4);
     std::string header = "\n" + wrap_stmts + "\n\n" + prologue + "\n    ";
     if (!keep_lines_) {
       // body_text_ is indented already: the header goes in front, in place
@@ -515,6 +530,7 @@ class Generator {
       if (prev_stacktrace_ && *prev_stacktrace_ == text) return;
       prev_stacktrace_ = text;
       const bool body_empty = keep_lines_ ? body_.empty() : body_text_.empty();
+      if (body_empty) ++stripped_lines_;  // torch.fx writes the newline, then strips it
       emit(std::string(body_empty ? "" : "\n") + dim(text) + "\n");
       return;
     }
@@ -806,6 +822,23 @@ class Generator {
     }
   }
   size_t piece_start_ = 0;
+  // Newlines written to the body so far, counted incrementally (O(text) in
+  // all). Note [Line numbers of generated code].
+  size_t body_newlines() {
+    if (keep_lines_) {
+      for (; counted_pieces_ < body_.size(); ++counted_pieces_)
+        newlines_ += static_cast<size_t>(std::count(body_[counted_pieces_].begin(), body_[counted_pieces_].end(), '\n'));
+    } else {
+      newlines_ += static_cast<size_t>(std::count(body_text_.begin() + static_cast<std::ptrdiff_t>(counted_upto_),
+                                                  body_text_.end(), '\n'));
+      counted_upto_ = body_text_.size();
+    }
+    return newlines_;
+  }
+  size_t newlines_ = 0;
+  size_t counted_upto_ = 0;
+  size_t counted_pieces_ = 0;
+  size_t stripped_lines_ = 0;
   // Starts the piece "<repr(node)><annotation> = " (the node is named first,
   // as torch.fx's f-strings do) and returns the buffer to continue it in.
   std::string& begin_assignment(const Node& node, const std::string& ann) {

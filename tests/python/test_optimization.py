@@ -18,7 +18,6 @@ from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 import fxcpp as fx
 from fxcpp.experimental import optimization
-from torch2 import FX2_GRAPH_API
 
 PAIRS = {1: (nn.Conv1d, nn.BatchNorm1d), 2: (nn.Conv2d, nn.BatchNorm2d), 3: (nn.Conv3d, nn.BatchNorm3d)}
 _CONTAINERS = (list, set, dict, OrderedDict)
@@ -486,10 +485,10 @@ def _small_resnet():
 
 
 @pytest.mark.parametrize('config', [
-    pytest.param(None, marks=FX2_GRAPH_API),  # the MKLDNN layout pass builds a torch.fx GraphModule
+    None,
     {'mkldnn_layout_optimize': False},
-    pytest.param({'remove_dropout': False, 'conv_bn_fuse': False}, marks=FX2_GRAPH_API),
-    pytest.param({'mkldnn_layout_optimize': {'heuristic': lambda g: True}}, marks=FX2_GRAPH_API),
+    {'remove_dropout': False, 'conv_bn_fuse': False},
+    {'mkldnn_layout_optimize': {'heuristic': lambda g: True}},
 ])
 def test_optimize_for_inference_matches_torch_fx(config):
     from torch.fx.experimental import optimization as torch_opt
@@ -520,7 +519,6 @@ def test_optimize_for_inference_bad_config_errors_like_torch_fx():
         assert str(ours.value) == str(ref.value)
 
 
-@FX2_GRAPH_API
 def test_gen_mkl_autotuner_works_where_torch_fx_breaks():
     from torch.fx.experimental import optimization as torch_opt
     from fxcpp.experimental import optimization as opt

@@ -1,7 +1,8 @@
 """torchvision 0.14 parity: every classification, segmentation, video (and
 quantization-ready / detection) model, built with weights=None.
 
-* torch.fx traces it    -> fxcpp gives identical gm.code, and outputs match.
+* torch.fx traces it    -> fxcpp gives identical gm.code, str(gm.graph) and
+  print_readable(), and outputs match.
 * torch.fx fails only because of its Python 3.11 iteration bug (vit_*,
   maxvit_t, shufflenet_v2_*, mvit_*) -> fxcpp traces it and matches eager.
 * both fail (detection: iteration over data of unknown length) -> same error type.
@@ -19,6 +20,7 @@ import torchvision
 from torchvision.models import list_models
 
 import fxcpp as fx
+from difftools import readable
 
 GROUPS = {
     'classification': torchvision.models,
@@ -109,7 +111,9 @@ def test_torchvision_model(group, name):
     if ref is not None:
         assert our_err is None, f'torch.fx traces {name} but fxcpp raised {our_err!r}'
         assert ours.code == ref.code
-        outcome = 'same code'
+        assert str(ours.graph) == str(ref.graph)
+        assert readable(ours) == readable(ref)
+        outcome = 'same code, graph printout and print_readable()'
     elif name.startswith(TORCH_FX_311_BUG):
         assert our_err is None, f'fxcpp must trace {name} (torch.fx fails only on 3.11): {our_err!r}'
         outcome = f'torch.fx fails ({type(ref_err).__name__}), fxcpp traces'

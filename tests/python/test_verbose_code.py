@@ -116,6 +116,38 @@ def test_python_code_options_as_torch_fx(options):
     assert sorted(codes[1].globals) == sorted(codes[0].globals)
 
 
+def _wrapped_leaf(x):
+    return x + 1
+
+
+tfx.wrap('_wrapped_leaf')  # torch.fx's registry, which fxcpp's tracer patches too: a wrap() header line
+
+
+def _with_wrapped_call(x, y):
+    return _wrapped_leaf(x).relu() + y
+
+
+@needs2
+@pytest.mark.parametrize('options', [dict(zip(('verbose', 'expanded_def', 'record_func'), flags))
+                                     for flags in itertools.product([False, True], repeat=3)], ids=_opt_id)
+def test_line_numbers_as_torch_fx(options):
+    """PythonCode._lineno_map and _prologue_start (torch.fx 2.x; Note [Line numbers of generated
+    code]): the same map from each body line to a node position, for every option that adds lines."""
+    def codes(lib, sp):
+        yield _traced(lib, sp).graph.python_code('self', **options)
+        tracer = lib.Tracer()
+        yield lib.GraphModule(torch.nn.Module(), tracer.trace(_with_wrapped_call)).graph.python_code('self', **options)
+        yield lib.Graph().python_code('self', **options)
+    for ref, ours in zip(*(codes(lib, sp) for lib, sp in LIBS)):
+        assert ours.src == ref.src
+        assert ours._lineno_map == ref._lineno_map
+        assert ours._prologue_start == ref._prologue_start
+    # and a torch.fx GraphModule compiles an fxcpp graph through them
+    gm = fxcpp.symbolic_trace(Sub())
+    wrapped = tfx.GraphModule(gm, gm.graph)
+    assert wrapped._lineno_map == tfx.symbolic_trace(Sub())._lineno_map and wrapped.code == gm.code
+
+
 @needs2
 @pytest.mark.parametrize('env', ['FX_GRAPH_SHOW_STRIDE', 'FX_GRAPH_SHOW_DEVICE'])
 def test_environment_switches_as_torch_fx(env, monkeypatch):

@@ -32,9 +32,3 @@ FX_NODE_NOT_A_BASE = pytest.mark.xfail(
            "share, so fxcpp's Node is no torch.fx.Node there and torch.fx code that checks "
            "isinstance(x, torch.fx.Node) (the gradual type checker, the subgraph matcher, ...) refuses fxcpp nodes "
            "(interop design for 2.x, issue 23; _torch_compat.node_bases)", strict=True)
-
-#: torch.fx 2.x's GraphModule over an fxcpp graph.
-FX2_GRAPH_API = xfail2("calls 2.x Graph/CodeGen API on the graph it compiles (Graph.python_code(record_func=...), "
-                       "CodeGen._gen_python_code, PythonCode._lineno_map/_prologue_start) that fxcpp's Graph "
-                       "(torch.fx 1.13's API) lacks, so torch.fx code that wraps an fxcpp graph in a torch.fx "
-                       "GraphModule fails")

@@ -79,6 +79,17 @@ struct PythonCodeOptions {
 struct PythonCode {
   std::string src;
   std::vector<std::pair<std::string, Object>> globals;
+  /// Note [Line numbers of generated code]: torch.fx 2.x's PythonCode
+  /// `_lineno_map` ({line: node position or None}) and `_prologue_start`, kept
+  /// compactly (4 bytes a node) and expanded only when asked for:
+  /// `node_lines[i]` is the body line (0-based, torch.fx's count) from which
+  /// the i-th node's code runs; body line v has key `prologue_lines + v` and
+  /// maps to the last node whose line is <= v (none before the first).
+  /// Empty node_lines when a body_transformer hook rewrote the body.
+  std::vector<uint32_t> node_lines;
+  uint32_t body_lines = 0;      ///< body lines torch.fx's map covers
+  uint32_t prologue_lines = 1;  ///< lines of the `def forward(...)` header
+  uint32_t prologue_start = 0;  ///< 1-based line of `def forward(` in src
 };
 
 /// torch.fx Graph.python_code(root_module). O(graph size + text size).

@@ -9,7 +9,9 @@ fxcpp's nodes are no torch.fx Nodes there (docs/design.md, interop on torch 2.x)
 fxcpp module (names, targets, ``type`` and submodules kept), and after every call copy
 each node's ``type`` back to the fxcpp node of the same name, also when the call raises,
 so the fxcpp graph ends as torch.fx's would (a failed check leaves the types it had set).
-Methods that take a node take the fxcpp node and hand torch.fx its copy. On 1.13,
+Methods that take a node take the fxcpp node and hand torch.fx its copy. A torch.fx pass that
+traces with a given Tracer class (optimize_for_inference) gets one that traces with fxcpp's and
+returns the torch.fx copy of the graph (tracer_for_torch_fx). On 1.13,
 fxcpp's nodes are torch.fx's by ``isinstance`` and the modules are re-exported as they are.
 """
 import functools
@@ -103,3 +105,24 @@ def graph_function(fn, graph_args):
             for m in mirrors:
                 m.copy_types_back()
     return run
+
+
+def tracer_for_torch_fx(tracer):
+    """`tracer` (a Tracer class) for a torch.fx 2.x pass that traces with it and then edits the
+    graph as torch.fx's: an fxcpp Tracer class becomes a torch.fx Tracer class whose trace()
+    traces with it and returns the torch.fx copy of the graph (its root is the fxcpp tracer's).
+    Any other class, and every class on 1.13, is returned as it is."""
+    import torch.fx
+    from .._symbolic_trace import Tracer
+    if not NEEDED or not (isinstance(tracer, type) and issubclass(tracer, Tracer)):
+        return tracer
+
+    class ThroughFxcpp(torch.fx.Tracer):
+        def trace(self, root, concrete_args=None):
+            from ..interop import to_torch_fx
+            ours = tracer()
+            graph = ours.trace(root, concrete_args)
+            self.root = ours.root
+            return to_torch_fx(graph)
+    ThroughFxcpp.__name__ = ThroughFxcpp.__qualname__ = tracer.__name__
+    return ThroughFxcpp

@@ -25,6 +25,7 @@ import torch.nn as nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_conv_bn_weights
 
 from .._symbolic_trace import Tracer, symbolic_trace
+from . import _on_torch_fx
 from ..graph import Graph
 from ..graph_module import GraphModule
 from ..interpreter import Transformer
@@ -246,8 +247,10 @@ def remove_dropout(model: nn.Module) -> nn.Module:
 
 def extract_subgraph(orig_module: nn.Module, nodes: List[Node], inputs: List[Node], outputs: List[Node]):
     """A GraphModule running ``nodes`` (in order) on placeholders named after ``inputs`` and
-    returning the list of ``outputs`` (torch.fx's ``extract_subgraph``)."""
-    new_graph = Graph()
+    returning the list of ``outputs`` (torch.fx's ``extract_subgraph``). The nodes may be torch.fx's
+    (torch.fx's MKL-DNN pass hands its own graph's nodes to the autotuner's heuristic): they are
+    copied into a torch.fx graph, which the GraphModule converts."""
+    new_graph = Graph() if all(isinstance(n, Node) for n in nodes) else torch.fx.Graph()
     env: Dict[Node, Node] = {}
     for inp in inputs:
         env[inp] = new_graph.placeholder(inp.name)
@@ -288,7 +291,7 @@ def optimize_for_inference(model: torch.nn.Module, pass_config: Dict[str, Any] =
     if config["remove_dropout"]:
         model = remove_dropout(model)
     rest = dict(pass_config or {}, conv_bn_fuse=False, remove_dropout=False)
-    result = _torch_optimization.optimize_for_inference(model, rest, tracer)
+    result = _torch_optimization.optimize_for_inference(model, rest, _on_torch_fx.tracer_for_torch_fx(tracer))
     if result is model:
         return model
     from ..interop import from_torch_fx
