@@ -366,3 +366,30 @@ def dce_impure_random():
 INTERPRETER_ERROR_FOOTER = ('\nUse tlparse to see full graph. '
                             '(https://github.com/pytorch/tlparse?tab=readme-ov-file#tlparse-parse-structured-pt2-logs)'
                             if TORCH_VERSION >= (2, 6) else '')
+
+
+def split_module_global_state_targets():
+    """The call_function targets whose global state (grad mode, autocast) torch.fx 2.x's
+    split_module carries into later partitions (none on 1.13)."""
+    if not FX_API_2:
+        return ()
+    out = [torch._C._set_grad_enabled]
+    amp = getattr(torch, 'amp', None)
+    for name in ('_enter_autocast', '_exit_autocast'):
+        fn = getattr(amp, name, None)
+        if fn is not None:
+            out.append(fn)
+    return tuple(out)
+
+
+def is_symbolic_example(value) -> bool:
+    """Whether a node.meta['example_value'] holds symbolic sizes (a SymInt/SymFloat/SymBool, or
+    a tensor with a symbolic size), which torch.fx 2.x's split_module passes along."""
+    if value is None:
+        return False
+    sym = fx_sym_types()
+    if sym and isinstance(value, sym):
+        return True
+    if isinstance(value, torch.Tensor):
+        return bool(sym) and any(isinstance(d, sym) for d in value.shape)
+    return False
