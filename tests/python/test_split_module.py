@@ -247,10 +247,12 @@ class _Root(torch.nn.Module):
         self.v = torch.nn.Parameter(torch.full((2,), 2.0))
         self.seq = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh())
         self.act = torch.nn.Sigmoid()
+        self.sub = torch.nn.Module()
+        self.sub.b = torch.nn.Parameter(torch.full((2,), 3.0))
 
 
 _MODULES = ['seq.0', 'seq.1', 'act']
-_KEYS = [0, 1, 2, '0', 'x', 'y']
+_KEYS = [0, 1, 2, '0', 'x', 'y', 1.5]  # str(1.5): a dotted submodule name
 
 
 @st.composite
@@ -266,7 +268,7 @@ def graphs_2x(draw):
         values.append(ph)
     if draw(st.booleans()):
         g.placeholder('flag', default_value=draw(st.sampled_from([None, 3, 'a'])))
-    attrs = draw(st.lists(st.sampled_from(['w', 'v']), max_size=3))
+    attrs = draw(st.lists(st.sampled_from(['w', 'v', 'sub.b']), max_size=3))
     for a in attrs:
         values.append(g.get_attr(a))
     ops = []
@@ -275,6 +277,8 @@ def graphs_2x(draw):
         kind = draw(st.integers(0, 9))
         if kind < 2:
             node = g.call_module(draw(st.sampled_from(_MODULES)), (values[draw(pick)],))
+        elif kind == 2:
+            node = g.call_method(draw(st.sampled_from(['relu', 'neg'])), (values[draw(pick)],))
         else:
             fn, arity = draw(st.sampled_from(_OPS))
             if arity == -1:
@@ -285,6 +289,10 @@ def graphs_2x(draw):
                 node = g.call_function(fn, tuple(values[draw(pick)] for _ in range(arity)))
         if draw(st.integers(0, 3)) == 0:
             node.type = torch.Tensor
+        if draw(st.integers(0, 5)) == 0:  # names the options may reuse or collide with
+            name = draw(st.sampled_from(['arg_0', 'arg_1', 'submod_0', 'getitem', 'w']))
+            if all(n.name != name for n in g.nodes):
+                node.name = name
         values.append(node)
         ops.append(node)
     outs = draw(st.lists(st.integers(0, len(values) - 1), min_size=1, max_size=4))

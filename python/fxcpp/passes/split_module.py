@@ -107,8 +107,9 @@ if _torch_compat.FX_API_2:
 def _split(m, split_callback, qualname_map, keep_original_order, prefix, error, module_message, attr_message,
            fx2_flags=None):
     """The split itself (both torches): partition keys from ``split_callback``, the graphs from the
-    core, then the submodules and attributes looked up (get_attrs first, then call_module
-    targets; ``error`` with the messages when one is missing)."""
+    core (``fx2_flags``: SplitModuleOptions' fx2, keep_original_node_name, keep_original_input_name,
+    tuple_return; None: 1.13), then the attributes and submodules looked up (``error`` with the
+    messages when one is missing; 1.13 looks the modules up first, 2.x the attributes)."""
     graph = m.graph
     keys: Dict[str, int] = {}
     ids = []
