@@ -384,12 +384,21 @@ def split_module_global_state_targets():
 
 def is_symbolic_example(value) -> bool:
     """Whether a node.meta['example_value'] holds symbolic sizes (a SymInt/SymFloat/SymBool, or
-    a tensor with a symbolic size), which torch.fx 2.x's split_module passes along."""
-    if value is None:
-        return False
+    a tensor with a symbolic size, also inside tuples, lists and dicts), which torch.fx 2.x's
+    split_module passes along."""
     sym = fx_sym_types()
-    if sym and isinstance(value, sym):
-        return True
-    if isinstance(value, torch.Tensor):
-        return bool(sym) and any(isinstance(d, sym) for d in value.shape)
+    if not sym or value is None:
+        return False
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, sym):
+            return True
+        if isinstance(v, torch.Tensor):
+            if any(isinstance(d, sym) for d in v.shape):
+                return True
+        elif isinstance(v, (tuple, list)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
     return False

@@ -162,10 +162,53 @@ PyObject* validate_partition_py(PyObject*, PyObject* arg) {
   return PyBool_FromLong(validate_partition(nodes));
 }
 
+// _meta_values(graph, key) -> [node.meta[key] for the nodes whose meta has key], in graph
+// order, without wrapping the nodes that have no wrapper (and so no meta). For
+// split_module's check of node.meta['example_value'] on torch 2.x.
+PyObject* meta_values_py(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "_meta_values expects 2 arguments");
+    return nullptr;
+  }
+  Graph* g = core_graph_of(args[0]);
+  if (!g) return nullptr;
+  PyObject* key = args[1];
+  Ref out = owned(PyList_New(0));
+  for (Node* n : g->nodes()) {
+    PyObject* w = wrapper_of(*n);
+    if (!w) continue;
+    PyObject* meta = reinterpret_cast<PyNode*>(w)->meta;
+    if (!meta) continue;
+    Ref v;
+    if (PyDict_Check(meta)) {
+      PyObject* item = PyDict_GetItemWithError(meta, key);  // borrowed
+      if (!item) {
+        if (PyErr_Occurred()) throw PythonError();
+        continue;
+      }
+      v = Ref::steal(Py_NewRef(item));
+    } else {
+      PyObject* item = PyObject_GetItem(meta, key);
+      if (!item) {
+        if (!PyErr_ExceptionMatches(PyExc_KeyError)) throw PythonError();
+        PyErr_Clear();
+        continue;
+      }
+      v = Ref::steal(item);
+    }
+    check(PyList_Append(out.get(), v.get()));
+  }
+  return out.release();
+}
+
 PyMethodDef toolbox_methods[] = {
+    def<meta_values_py>("_meta_values", METH_FASTCALL,
+                        "_meta_values(graph, key) -> [node.meta[key] for the nodes whose meta has key], "
+                        "in graph order."),
     def<split_module_py>("_split_module", METH_FASTCALL,
                          "_split_module(graph, partition_ids, submod_names, partition_graphs, top_graph, getitem, "
-                         "keep_original_order) -> (construct_order, module_calls, get_attrs)\n"
+                         "keep_original_order[, fx2, keep_original_node_name, keep_original_input_name, tuple_return]) -> "
+                         "(construct_order, module_calls, get_attrs[, unmapped])\n"
                          "torch.fx split_module's graph construction in the C++ core "
                          "(fxcpp.passes.split_module)."),
     def<propose_partitions_py>("_propose_partitions", METH_FASTCALL,

@@ -382,3 +382,46 @@ def test_grad_mode_graphs_take_torch_fx_route():
     out = _compare2(gm, _by_name({'_set_grad_enabled': 0, 'neg': 0, 'relu': 1, '_set_grad_enabled_1': 1}),
                     (torch.ones(2),))
     assert 'torch._C._set_grad_enabled(False)' in out.submod_1.code  # 2.x repeats the state
+
+
+@needs2
+def test_symbolic_example_values_take_torch_fx_route():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from fxcpp.passes.split_module import _needs_torch_fx
+    g = fxcpp.Graph()
+    x = g.placeholder('x')
+    s = g.placeholder('s')
+    a = g.call_function(torch.relu, (x,))
+    b = g.call_function(operator.mul, (a, s))
+    g.output(b)
+    gm = fxcpp.GraphModule(torch.nn.Module(), g)
+    assert not _needs_torch_fx(gm.graph)
+    s.meta['example_value'] = ShapeEnv().create_unbacked_symint()
+    assert _needs_torch_fx(gm.graph)
+    _compare2(gm, _by_name({'relu': 0, 'mul': 1}), (torch.ones(2), 3))
+
+
+@needs2
+def test_symbolic_sizes_inside_the_graph_take_torch_fx_route():
+    """An unbacked size made inside the graph: 2.x passes its node to the partition whose values
+    have that size (here `item` into submod_1)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from fxcpp.passes.split_module import _needs_torch_fx
+    env = ShapeEnv()
+    u = env.create_unbacked_symint()
+    with FakeTensorMode(shape_env=env):
+        fake = torch.empty(u)
+    g = fxcpp.Graph()
+    x = g.placeholder('x')
+    i = g.call_method('item', (x,))
+    y = g.call_function(torch.zeros, (i,))
+    z = g.call_function(torch.relu, (y,))
+    g.output(z)
+    gm = fxcpp.GraphModule(torch.nn.Module(), g)
+    assert not _needs_torch_fx(gm.graph)
+    i.meta['example_value'] = u
+    y.meta['example_value'] = z.meta['example_value'] = (fake,)
+    assert _needs_torch_fx(gm.graph)
+    out = _compare2(gm, _by_name({'item': 0, 'zeros': 0, 'relu': 1}), (torch.tensor(3),))
+    assert 'item' in out.submod_1.code

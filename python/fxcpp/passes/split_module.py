@@ -44,15 +44,13 @@ if _torch_compat.FX_API_2:
     def _needs_torch_fx(graph) -> bool:
         """Whether torch.fx 2.x treats this graph in ways the core does not (Note [split_module
         on torch.fx 2.x]): grad-mode or autocast nodes (2.x repeats the state they set at the
-        start of every later partition), or placeholders whose ``example_value`` holds symbolic
-        sizes (2.x passes the symbols along). O(placeholders) plus index lookups."""
+        start of every later partition), or nodes whose ``meta['example_value']`` holds symbolic
+        sizes (2.x passes the symbols' nodes along to the partitions using them). Index lookups
+        plus a C++ scan of the nodes' meta (and a Python check per example value)."""
         for target in _torch_compat.split_module_global_state_targets():
             if graph.find_nodes(op='call_function', target=target):
                 return True
-        for node in graph.find_nodes(op='placeholder'):
-            if _torch_compat.is_symbolic_example(node.meta.get('example_value')):
-                return True
-        return False
+        return any(_torch_compat.is_symbolic_example(v) for v in _C._meta_values(graph, 'example_value'))
 
     def _split_module_torch_fx(m, root_m, split_callback, qualname_map, keep_original_order,
                                keep_original_node_name, keep_original_input_name, partition_affix, tuple_return):
