@@ -384,3 +384,39 @@ def _torch_library_names():
 
 
 FakeScriptObject, is_custom_class, is_opaque_symbolic_type = _torch_library_names()
+
+
+def split_module_global_state_targets():
+    """The call_function targets whose global state (grad mode, autocast) torch.fx 2.x's
+    split_module carries into later partitions (none on 1.13)."""
+    if not FX_API_2:
+        return ()
+    out = [torch._C._set_grad_enabled]
+    amp = getattr(torch, 'amp', None)
+    for name in ('_enter_autocast', '_exit_autocast'):
+        fn = getattr(amp, name, None)
+        if fn is not None:
+            out.append(fn)
+    return tuple(out)
+
+
+def is_symbolic_example(value) -> bool:
+    """Whether a node.meta['example_value'] holds symbolic sizes (a SymInt/SymFloat/SymBool, or
+    a tensor with a symbolic size, also inside tuples, lists and dicts), which torch.fx 2.x's
+    split_module passes along."""
+    sym = fx_sym_types()
+    if not sym or value is None:
+        return False
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, sym):
+            return True
+        if isinstance(v, torch.Tensor):
+            if any(isinstance(d, sym) for d in v.shape):
+                return True
+        elif isinstance(v, (tuple, list)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+    return False

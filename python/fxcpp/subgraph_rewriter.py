@@ -184,28 +184,22 @@ if _torch_compat.FX_API_2:
         return symbolic_trace(obj).graph
 
     def _replace_in_core_2(gm, pattern, replacement):
-        """replace_pattern done by the core's matcher and rewriter (Note [Subgraph matching
-        semantics]), where their 1.13 semantics give torch.fx 2.x's result: the core's matcher
-        agrees (matcher_utils._core_matcher_agrees), no match reads a value an earlier match
-        returns (2.x then points nodes_map at the replacement's node), and every returned value
-        has users (the insertion point is then the same). None when it does not apply; the
+        """replace_pattern done by the core's matcher and rewriter in one call (Note [Core matches
+        under torch.fx 2.x]), where their 1.13 semantics give torch.fx 2.x's result: the pattern
+        suits the core matcher (matcher_utils._pattern_agrees), and the core finds that the graph
+        does (agrees_with_fx2_on), that no match reads a value an earlier match returns (2.x then
+        points nodes_map at the replacement's node) and that every returned value has users (the
+        insertion point is then the same). None when it does not apply (the graph untouched); the
         Python rewriter below (one replace_all_uses_with per returned value, which rebuilds each
         user's argument tuple) then runs."""
-        from .passes.utils.matcher_utils import SubgraphMatcher, _core_matcher_agrees
+        from .passes.utils.matcher_utils import SubgraphMatcher, _pattern_agrees
         if not callable(replacement) and not isinstance(replacement, (Graph, GraphModule)):
+            return None
+        if not isinstance(gm.graph, Graph):
             return None
         pattern_graph = _graph_of(pattern, False)
         matcher = SubgraphMatcher(pattern_graph)
-        if not _core_matcher_agrees(matcher, gm.graph):
-            return None
-        matches = matcher.match(gm.graph)
-        returned = set()
-        for m in matches:
-            for v in m.returning_nodes:
-                if not isinstance(v, Node) or not v.users:
-                    return None
-                returned.add(v)
-        if any(isinstance(v, Node) and v in returned for m in matches for v in m.placeholder_nodes):
+        if not _pattern_agrees(matcher):
             return None
         replacement_graph = _graph_of(replacement, False)
         # mismatched replacements fail in the Python rewriter, with torch.fx 2.x's messages
@@ -218,7 +212,9 @@ if _torch_compat.FX_API_2:
         if (1 if isinstance(out, Node) else len(out) if isinstance(out, (list, tuple)) else -1) != \
                 len(matcher.pattern_returning_nodes):
             return None
-        result = _C._replace_pattern(gm.graph, pattern_graph, replacement_graph, Match)
+        result = _C._replace_pattern(gm.graph, pattern_graph, replacement_graph, Match, True)
+        if result is None:
+            return None
         gm.recompile()
         if isinstance(replacement, torch.nn.Module):
             _replace_attributes(gm, replacement)

@@ -82,18 +82,36 @@ PyObject* subgraph_match(PyObject*, PyObject* args) {
   }();
 }
 
-/// _replace_pattern(graph, pattern_graph, replacement_graph, Match) -> [Match]
+/// _core_matcher_agrees_on(pattern, graph) -> bool: agrees_with_fx2_on (Note [Core
+/// matches under torch.fx 2.x]) for a matcher with the default flags.
+PyObject* core_matcher_agrees_on(PyObject*, PyObject* args) {
+  PyObject *pattern, *graph;
+  if (!PyArg_ParseTuple(args, "OO:_core_matcher_agrees_on", &pattern, &graph)) throw PythonError();
+  Graph& pg = graph_arg(pattern);
+  Graph& g = graph_arg(graph);
+  return [&] {
+    SubgraphMatcher m(pg);
+    return PyBool_FromLong(agrees_with_fx2_on(m, g));
+  }();
+}
+
+/// _replace_pattern(graph, pattern_graph, replacement_graph, Match, fx2=False) -> [Match]
+/// With fx2: None (and the graph untouched) where the core's result would not be torch.fx
+/// 2.x's (agrees_with_fx2_on before matching, replace_agrees_with_fx2 after).
 PyObject* replace_pattern(PyObject*, PyObject* args) {
   PyObject *graph, *pattern, *replacement, *match_cls;
-  if (!PyArg_ParseTuple(args, "OOOO:_replace_pattern", &graph, &pattern, &replacement, &match_cls))
+  int fx2 = 0;
+  if (!PyArg_ParseTuple(args, "OOOO|p:_replace_pattern", &graph, &pattern, &replacement, &match_cls, &fx2))
     throw PythonError();
   Graph& g = graph_arg(graph);
   Graph& pg = graph_arg(pattern);
   Graph& rg = graph_arg(replacement);
   // SubgraphAssertion and UnmatchedPatternNode: Note [Exception table] in toolkit.cpp.
-  return [&] {
+  return [&]() -> PyObject* {
     SubgraphMatcher m(pg);
+    if (fx2 && !agrees_with_fx2_on(m, g)) Py_RETURN_NONE;
     std::vector<InternalMatch> matches = m.match(g);
+    if (fx2 && !replace_agrees_with_fx2(matches)) Py_RETURN_NONE;
     // Build the Match objects first: wrapping the matched nodes keeps them
     // alive (as tombstones) once erased, like torch.fx's Match objects.
     Ref out = owned(PyList_New(static_cast<Py_ssize_t>(matches.size())));
@@ -120,8 +138,11 @@ PyMethodDef matcher_methods[] = {
                         "_subgraph_match(pattern, graph, match_output, match_placeholder, "
                         "remove_overlapping_matches) -> [(anchors, nodes_map, placeholder_nodes, returning_nodes)]"),
     def<replace_pattern>("_replace_pattern", METH_VARARGS,
-                         "_replace_pattern(graph, pattern_graph, replacement_graph, Match) -> [Match]: "
-                         "match and rewrite in C++."),
+                         "_replace_pattern(graph, pattern_graph, replacement_graph, Match, fx2=False) -> [Match]: "
+                         "match and rewrite in C++ (fx2: None where torch.fx 2.x's result would differ)."),
+    def<core_matcher_agrees_on>("_core_matcher_agrees_on", METH_VARARGS,
+                                "_core_matcher_agrees_on(pattern, graph) -> bool: the graph-side conditions "
+                                "under which the core matcher gives torch.fx 2.x's matches."),
     kEndOfMethods};
 
 }  // namespace

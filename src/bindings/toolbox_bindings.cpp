@@ -12,15 +12,17 @@ namespace {
 Ref fast_seq(PyObject* o, const char* what) { return owned(PySequence_Fast(o, what)); }
 
 // _split_module(graph, partition_ids, submod_names, partition_graphs, top_graph, getitem,
-//               keep_original_order) -> (construct_order, module_calls, get_attrs)
+//               keep_original_order[, fx2, keep_original_node_name, keep_original_input_name,
+//               tuple_return]) -> (construct_order, module_calls, get_attrs[, unmapped])
+// (the flags: fxcpp::SplitModuleOptions)
 // partition_ids: one int per op (not placeholder/get_attr/output) in graph order,
 // numbered by first appearance. Builds the partition graphs and the top graph
 // (fxcpp::split_module) and copies node.meta (shallow, as torch.fx) onto every
 // node copied from an original. module_calls: [(partition, original call_module
 // node)] in graph order; get_attrs: the original get_attr nodes in graph order.
 PyObject* split_module_py(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 7) {
-    PyErr_SetString(PyExc_TypeError, "_split_module expects 7 arguments");
+  if (nargs != 7 && nargs != 11) {
+    PyErr_SetString(PyExc_TypeError, "_split_module expects 7 or 11 arguments");
     return nullptr;
   }
   Graph* g = core_graph_of(args[0]);
@@ -30,7 +32,14 @@ PyObject* split_module_py(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Ref graphs = fast_seq(args[3], "_split_module: partition_graphs must be a sequence");
   Graph* top = core_graph_of(args[4]);
   if (!top) return nullptr;
-  const bool keep = check(PyObject_IsTrue(args[6])) != 0;
+  SplitModuleOptions options;
+  options.keep_original_order = check(PyObject_IsTrue(args[6])) != 0;
+  if (nargs == 11) {
+    options.fx2 = check(PyObject_IsTrue(args[7])) != 0;
+    options.keep_original_node_name = check(PyObject_IsTrue(args[8])) != 0;
+    options.keep_original_input_name = check(PyObject_IsTrue(args[9])) != 0;
+    options.tuple_return = check(PyObject_IsTrue(args[10])) != 0;
+  }
 
   std::vector<uint32_t> partition_of(static_cast<size_t>(PySequence_Fast_GET_SIZE(ids.get())));
   PyObject** id_items = PySequence_Fast_ITEMS(ids.get());
@@ -49,7 +58,7 @@ PyObject* split_module_py(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     parts.push_back(pg);
   }
 
-  SplitModuleResult r = split_module(*g, partition_of, submod_names, parts, *top, borrow_obj(args[5]), keep);
+  SplitModuleResult r = split_module(*g, partition_of, submod_names, parts, *top, borrow_obj(args[5]), options);
 
   // node.meta: new.meta = orig.meta.copy() where the original has a non-empty one.
   for (const auto& [created, orig] : r.copied) {
@@ -75,7 +84,10 @@ PyObject* split_module_py(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   for (size_t i = 0; i < r.get_attrs.size(); ++i)
     PyList_SET_ITEM(attrs.get(), static_cast<Py_ssize_t>(i),
                     check(wrap_node(const_cast<Node*>(r.get_attrs[i]))));
-  return PyTuple_Pack(3, order.get(), calls.get(), attrs.get());
+  if (nargs == 7) return PyTuple_Pack(3, order.get(), calls.get(), attrs.get());
+  Ref unmapped = r.unmapped ? Ref::steal(check(wrap_node(const_cast<Node*>(r.unmapped))))
+                                   : Ref::steal(Py_NewRef(Py_None));
+  return PyTuple_Pack(4, order.get(), calls.get(), attrs.get(), unmapped.get());
 }
 
 /// The bytes of a bytes or bytearray object, valid while `o` lives and is not resized.
@@ -150,10 +162,53 @@ PyObject* validate_partition_py(PyObject*, PyObject* arg) {
   return PyBool_FromLong(validate_partition(nodes));
 }
 
+// _meta_values(graph, key) -> [node.meta[key] for the nodes whose meta has key], in graph
+// order, without wrapping the nodes that have no wrapper (and so no meta). For
+// split_module's check of node.meta['example_value'] on torch 2.x.
+PyObject* meta_values_py(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "_meta_values expects 2 arguments");
+    return nullptr;
+  }
+  Graph* g = core_graph_of(args[0]);
+  if (!g) return nullptr;
+  PyObject* key = args[1];
+  Ref out = owned(PyList_New(0));
+  for (Node* n : g->nodes()) {
+    PyObject* w = wrapper_of(*n);
+    if (!w) continue;
+    PyObject* meta = reinterpret_cast<PyNode*>(w)->meta;
+    if (!meta) continue;
+    Ref v;
+    if (PyDict_Check(meta)) {
+      PyObject* item = PyDict_GetItemWithError(meta, key);  // borrowed
+      if (!item) {
+        if (PyErr_Occurred()) throw PythonError();
+        continue;
+      }
+      v = Ref::steal(Py_NewRef(item));
+    } else {
+      PyObject* item = PyObject_GetItem(meta, key);
+      if (!item) {
+        if (!PyErr_ExceptionMatches(PyExc_KeyError)) throw PythonError();
+        PyErr_Clear();
+        continue;
+      }
+      v = Ref::steal(item);
+    }
+    check(PyList_Append(out.get(), v.get()));
+  }
+  return out.release();
+}
+
 PyMethodDef toolbox_methods[] = {
+    def<meta_values_py>("_meta_values", METH_FASTCALL,
+                        "_meta_values(graph, key) -> [node.meta[key] for the nodes whose meta has key], "
+                        "in graph order."),
     def<split_module_py>("_split_module", METH_FASTCALL,
                          "_split_module(graph, partition_ids, submod_names, partition_graphs, top_graph, getitem, "
-                         "keep_original_order) -> (construct_order, module_calls, get_attrs)\n"
+                         "keep_original_order[, fx2, keep_original_node_name, keep_original_input_name, tuple_return]) -> "
+                         "(construct_order, module_calls, get_attrs[, unmapped])\n"
                          "torch.fx split_module's graph construction in the C++ core "
                          "(fxcpp.passes.split_module)."),
     def<propose_partitions_py>("_propose_partitions", METH_FASTCALL,

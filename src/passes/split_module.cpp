@@ -20,7 +20,8 @@ std::string split_module_target(const std::string& qualified_name) {
 
 SplitModuleResult split_module(const Graph& g, const std::vector<uint32_t>& partition_of,
                                const std::vector<std::string>& submod_names, const std::vector<Graph*>& partitions,
-                               Graph& top, const Object& getitem, bool keep_original_order) {
+                               Graph& top, const Object& getitem, const SplitModuleOptions& options) {
+  const bool fx2 = options.fx2;
   const size_t np = partitions.size();
   if (submod_names.size() != np)
     throw std::invalid_argument("split_module: one submodule name per partition graph expected");
@@ -93,13 +94,18 @@ SplitModuleResult split_module(const Graph& g, const std::vector<uint32_t>& part
       if (--n_dependent_on[d] == 0) stack.push_back(d);
   }
   if (r.sorted.size() != np) throw std::runtime_error("cycle exists between partitions!");
-  r.construct_order = keep_original_order ? first_seen : r.sorted;
+  r.construct_order = options.keep_original_order ? first_seen : r.sorted;
 
   // 3. Each partition's placeholders, in topological partition order.
   for (uint32_t p : r.sorted) {
     Graph& sg = *partitions[p];
+    size_t i = 0;
     for (const Node* in : r.inputs[p]) {
-      Node* ph = sg.placeholder(std::string(in->name()));
+      Node* ph = !fx2 ? sg.placeholder(std::string(in->name()))
+                      : sg.placeholder(options.keep_original_input_name ? std::string(in->name())
+                                                                        : "arg_" + std::to_string(i),
+                                       in->type());
+      ++i;
       input_env[p][in] = ph;
       r.copied.emplace_back(ph, in);
     }
@@ -122,13 +128,38 @@ SplitModuleResult split_module(const Graph& g, const std::vector<uint32_t>& part
       target = Target(split_module_target(n->target().str()));
       r.module_calls.emplace_back(p, n);
     }
-    Node* c = partitions[p]->create_node(n->op(), std::move(target), std::move(mapped.first), std::move(mapped.second));
+    Node* c = !fx2 ? partitions[p]->create_node(n->op(), std::move(target), std::move(mapped.first),
+                                                std::move(mapped.second))
+                   : partitions[p]->create_node(n->op(), std::move(target), std::move(mapped.first),
+                                                std::move(mapped.second),
+                                                options.keep_original_node_name
+                                                    ? std::optional<std::string>(std::string(n->name()))
+                                                    : std::nullopt,
+                                                n->type());
     local[n->index()] = c;
     r.copied.emplace_back(c, n);
   }
 
-  // 5. The top graph: placeholders and get_attrs, then the calls.
+  // 5. The top graph: placeholders and get_attrs (fx2 with keep_original_order:
+  // get_attrs before their first call, and a value read before the top graph
+  // has it is reported in r.unmapped), then the calls.
+  const bool lazy_get_attrs = fx2 && options.keep_original_order;
   std::vector<Node*> base(g.node_capacity(), nullptr);
+  auto copy_get_attr = [&](const Node* n) {
+    Node* c = top.get_attr(n->target().str());
+    base[n->index()] = c;
+    r.copied.emplace_back(c, n);
+    if (!lazy_get_attrs) r.get_attrs.push_back(n);
+  };
+  if (lazy_get_attrs) {  // the get_attrs the calls take, in call and input order
+    std::vector<char> listed(g.node_capacity(), 0);
+    for (uint32_t p : r.construct_order)
+      for (const Node* in : r.inputs[p])
+        if (in->op() == Op::GetAttr && in->graph() == &g && !listed[in->index()]) {
+          listed[in->index()] = 1;
+          r.get_attrs.push_back(in);
+        }
+  }
   for (Node* n : g.nodes()) {
     if (n->op() == Op::Placeholder) {
       std::optional<Argument> dflt;
@@ -136,11 +167,8 @@ SplitModuleResult split_module(const Graph& g, const std::vector<uint32_t>& part
       Node* c = top.placeholder(n->target().str(), n->type(), std::move(dflt));
       base[n->index()] = c;
       r.copied.emplace_back(c, n);
-    } else if (n->op() == Op::GetAttr) {
-      Node* c = top.get_attr(n->target().str());
-      base[n->index()] = c;
-      r.copied.emplace_back(c, n);
-      r.get_attrs.push_back(n);
+    } else if (n->op() == Op::GetAttr && !lazy_get_attrs) {
+      copy_get_attr(n);
     }
   }
   auto base_of = [&](const Node* a) -> Node* {
@@ -153,24 +181,40 @@ SplitModuleResult split_module(const Graph& g, const std::vector<uint32_t>& part
     std::vector<Argument> vals;
     vals.reserve(outs.size());
     for (const Node* o : outs) vals.push_back(Argument::node(local[o->index()]));
-    partitions[p]->output(vals.size() == 1 ? std::move(vals[0]) : Argument::tuple(std::move(vals)));
+    const bool as_tuple = vals.size() != 1 || (fx2 && options.tuple_return);
+    partitions[p]->output(as_tuple ? Argument::tuple(std::move(vals)) : std::move(vals[0]));
     std::vector<Argument> args;
     args.reserve(r.inputs[p].size());
-    for (const Node* in : r.inputs[p]) args.push_back(Argument::node(base_of(in)));
+    for (const Node* in : r.inputs[p]) {
+      if (lazy_get_attrs && in->graph() == &g && !base[in->index()]) {
+        if (in->op() != Op::GetAttr) {
+          r.unmapped = in;  // its partition is called later (torch.fx 2.x: KeyError)
+          return r;
+        }
+        copy_get_attr(in);
+      }
+      args.push_back(Argument::node(base_of(in)));
+    }
     Node* call = top.call_module(submod_names[p], std::move(args));
-    if (outs.size() > 1) {
+    if (outs.size() > 1 || (fx2 && options.tuple_return && !outs.empty())) {
       for (size_t i = 0; i < outs.size(); ++i)
         base[outs[i]->index()] =
             top.call_function(getitem, {Argument::node(call), Argument::integer(static_cast<int64_t>(i))});
     } else if (outs.size() == 1) {
       base[outs[0]->index()] = call;
-    } else {
+    } else if (!fx2) {
       throw std::out_of_range("list index out of range");  // torch.fx: list(partition.outputs)[0]
     }
   }
   for (Node* n : g.nodes()) {
     if (n->op() != Op::Output) continue;
     Argument res = n->args().empty() ? Argument::none() : n->args()[0];
+    if (lazy_get_attrs) {  // a get_attr no partition took
+      res.for_each_node([&](Node* a) {
+        if (!r.unmapped && a->graph() == &g && !base[a->index()]) r.unmapped = a;
+      });
+      if (r.unmapped) break;
+    }
     top.output(res.map_nodes([&](Node* a) { return Argument::node(base_of(a)); }));
   }
   return r;

@@ -358,6 +358,56 @@ std::vector<InternalMatch> SubgraphMatcher::match(const Graph& graph) const {
 }
 
 // ---------------------------------------------------------------------------
+// Note [Core matches under torch.fx 2.x]
+
+bool agrees_with_fx2_on(const SubgraphMatcher& matcher, const Graph& graph) {
+  auto container = [](const Argument& a) {
+    const ArgKind k = a.kind();
+    return k == ArgKind::Tuple || k == ArgKind::List || k == ArgKind::Dict || k == ArgKind::Slice;
+  };
+  for (const Node* a : matcher.anchors())
+    if (a->op() != Op::Placeholder && graph.find_nodes(a->op(), &a->target()).empty()) return false;
+  std::unordered_set<const Node*> checked;  // graph nodes already scanned for containers
+  for (Node* pn : matcher.pattern().nodes()) {
+    if (pn->op() == Op::Placeholder || pn->op() == Op::Output) continue;
+    const KwArgs& pkw = pn->kwargs();
+    for (Node* gn : graph.find_nodes(pn->op(), &pn->target())) {
+      if (checked.insert(gn).second) {
+        for (const Argument& a : gn->args())
+          if (container(a)) return false;
+        for (const auto& kv : gn->kwargs())
+          if (container(kv.second)) return false;
+      }
+      const KwArgs& gkw = gn->kwargs();
+      if (gkw.size() != pkw.size() || gkw.empty()) continue;
+      bool same_order = true;
+      for (size_t i = 0; i < gkw.size() && same_order; ++i) same_order = gkw[i].first == pkw[i].first;
+      if (same_order) continue;
+      bool same_set = true;  // kwargs keys are unique: same size and each key found
+      for (const auto& kv : gkw) {
+        same_set = std::any_of(pkw.begin(), pkw.end(), [&](const auto& p) { return p.first == kv.first; });
+        if (!same_set) break;
+      }
+      if (same_set) return false;
+    }
+  }
+  return true;
+}
+
+bool replace_agrees_with_fx2(const std::vector<InternalMatch>& matches) {
+  std::unordered_set<const Node*> returned;
+  for (const InternalMatch& im : matches)
+    for (const Argument& v : im.returning_nodes) {
+      if (!v.is_node() || !v.as_node()->has_users()) return false;
+      returned.insert(v.as_node());
+    }
+  for (const InternalMatch& im : matches)
+    for (const Argument& v : im.placeholder_nodes)
+      if (v.is_node() && returned.count(v.as_node())) return false;
+  return true;
+}
+
+// ---------------------------------------------------------------------------
 // Rewriting
 
 void replace_matches(Graph& graph, const SubgraphMatcher& matcher, const Graph& replacement,

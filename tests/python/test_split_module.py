@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 from torch.fx.passes.split_module import split_module as torch_split_module
 
 import fxcpp
+import torch2
 from torch2 import xfail2
 from fxcpp.passes.split_module import split_module
 
@@ -196,3 +197,231 @@ def test_random_graphs_match_torch_fx(case):
         return
     event('compared')
     _compare(gm, _by_name(assign), inputs, keep_original_order=keep)
+
+
+# ---- torch.fx 2.x's semantics and options (Note [split_module on torch.fx 2.x]) ---------
+
+needs2 = pytest.mark.skipif(not torch2.TORCH2, reason="split_module's 2.x options exist on torch 2.x only")
+
+
+def _describe(out, qm):
+    """Everything compared of a split result: code, graphs, submodules, node names, types and
+    meta (the top module and each submodule), and the qualname_map."""
+    def one(gm):
+        return (gm.code, str(gm.graph), [n for n, _ in gm.named_children()],
+                [(n.name, n.op, n.type, dict(n.meta)) for n in gm.graph.nodes])
+    return (one(out), [(name, one(sub)) for name, sub in out.named_children() if hasattr(sub, 'graph')],
+            list(qm.items()))
+
+
+def _outcome(split, gm, callback, **kw):
+    qm = {}
+    try:
+        out = split(gm, gm, callback, qualname_map=qm, **kw)
+    except Exception as e:  # noqa: BLE001 -- compared with torch.fx's
+        return ('raises', type(e), str(e)), None
+    return _describe(out, qm), out
+
+
+def _compare2(gm, callback, inputs, drop=(), **kw):
+    """fxcpp's split_module against torch.fx 2.x's on gm's conversion: the same result (code,
+    graphs, names, types, meta, qualname_map, submodules) or the same error; same outputs.
+    ``drop``: attributes deleted from both modules first."""
+    tgm = fxcpp.to_torch_fx(gm)
+    for name in drop:
+        delattr(gm, name)
+        delattr(tgm, name)
+    theirs, tout = _outcome(torch_split_module, tgm, callback, **kw)
+    ours, oout = _outcome(split_module, gm, callback, **kw)
+    assert ours == theirs, gm.code
+    if oout is not None:
+        assert isinstance(oout, fxcpp.GraphModule)
+        torch.testing.assert_close(oout(*inputs), tout(*inputs), rtol=0, atol=0)
+    return oout
+
+
+class _Root(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(2))
+        self.v = torch.nn.Parameter(torch.full((2,), 2.0))
+        self.seq = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh())
+        self.act = torch.nn.Sigmoid()
+        self.sub = torch.nn.Module()
+        self.sub.b = torch.nn.Parameter(torch.full((2,), 3.0))
+
+
+_MODULES = ['seq.0', 'seq.1', 'act']
+_KEYS = [0, 1, 2, '0', 'x', 'y', 1.5]  # str(1.5): a dotted submodule name
+
+
+@st.composite
+def graphs_2x(draw):
+    """Random graphs with call_module and get_attr nodes (used, unused, or read by the output
+    only), dead ops, type annotations, node.meta and placeholder defaults; random partition
+    keys (ints and strings, some equal as str) and random 2.x options."""
+    g = fxcpp.Graph()
+    n_ph = draw(st.integers(1, 3))
+    values = []
+    for i in range(n_ph):
+        ph = g.placeholder(f'p{i}', type_expr=torch.Tensor if draw(st.booleans()) else None)
+        values.append(ph)
+    if draw(st.booleans()):
+        g.placeholder('flag', default_value=draw(st.sampled_from([None, 3, 'a'])))
+    attrs = draw(st.lists(st.sampled_from(['w', 'v', 'sub.b']), max_size=3))
+    for a in attrs:
+        values.append(g.get_attr(a))
+    ops = []
+    for _ in range(draw(st.integers(1, 15))):
+        pick = st.integers(0, len(values) - 1)
+        kind = draw(st.integers(0, 9))
+        if kind < 2:
+            node = g.call_module(draw(st.sampled_from(_MODULES)), (values[draw(pick)],))
+        elif kind == 2:
+            node = g.call_method(draw(st.sampled_from(['relu', 'neg'])), (values[draw(pick)],))
+        else:
+            fn, arity = draw(st.sampled_from(_OPS))
+            if arity == -1:
+                node = g.call_function(fn, ([values[draw(pick)] for _ in range(draw(st.integers(1, 3)))],))
+            elif arity == -2:
+                node = g.call_function(fn, (values[draw(pick)],), {'other': values[draw(pick)]})
+            else:
+                node = g.call_function(fn, tuple(values[draw(pick)] for _ in range(arity)))
+        if draw(st.integers(0, 3)) == 0:
+            node.type = torch.Tensor
+        if draw(st.integers(0, 5)) == 0:  # names the options may reuse or collide with
+            name = draw(st.sampled_from(['arg_0', 'arg_1', 'submod_0', 'getitem', 'w']))
+            if all(n.name != name for n in g.nodes):
+                node.name = name
+        values.append(node)
+        ops.append(node)
+    outs = draw(st.lists(st.integers(0, len(values) - 1), min_size=1, max_size=4))
+    g.output(tuple(values[i] for i in outs) if len(outs) > 1 else values[outs[0]])
+    for i, node in enumerate(g.nodes):
+        if draw(st.integers(0, 2)) == 0:
+            node.meta['i'] = [i]
+    gm = fxcpp.GraphModule(_Root(), g)
+    if draw(st.booleans()):
+        assign = {n.name: draw(st.sampled_from(_KEYS[:draw(st.integers(1, len(_KEYS)))])) for n in ops}
+    else:  # runs: monotone partition ids, never a cycle
+        cuts = sorted(draw(st.lists(st.integers(0, len(ops)), max_size=3)))
+        assign = {n.name: sum(i >= c for c in cuts) for i, n in enumerate(ops)}
+    options = dict(keep_original_order=draw(st.booleans()), keep_original_node_name=draw(st.booleans()),
+                   keep_original_input_name=draw(st.booleans()),
+                   partition_affix=draw(st.sampled_from([None, '', 'aff'])), tuple_return=draw(st.booleans()))
+    return gm, n_ph, assign, options
+
+
+@needs2
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs_2x())
+def test_random_graphs_and_2x_options_match_torch_fx(case):
+    gm, n_ph, assign, options = case
+    inputs = tuple(torch.full((2,), float(i + 1)) for i in range(n_ph))
+    out = _compare2(gm, _by_name(assign), inputs, **options)
+    event('compared' if out is not None else 'both raise')
+
+
+@needs2
+@pytest.mark.parametrize('options', [{}, {'keep_original_order': True}, {'tuple_return': True},
+                                     {'keep_original_input_name': False, 'keep_original_node_name': True},
+                                     {'partition_affix': 'aff'}])
+def test_module_example_with_2x_options(options):
+    torch.manual_seed(0)
+    gm = fxcpp.symbolic_trace(MyModule())
+    x, y = torch.rand(3, 4), torch.rand(3, 4)
+    ops = [n.name for n in gm.graph.nodes if n.op not in ('placeholder', 'get_attr', 'output')]
+    _compare2(gm, _by_name({name: (i * 7) % 3 for i, name in enumerate(ops)}), (x, y), **options)
+
+
+@needs2
+@pytest.mark.parametrize('options', [{}, {'keep_original_order': True}, {'tuple_return': True}])
+def test_partition_without_outputs_2x(options):
+    g = fxcpp.Graph()
+    x = g.placeholder('x')
+    g.call_function(torch.relu, (x,))  # dead
+    g.output(g.call_function(torch.neg, (x,)))
+    gm = fxcpp.GraphModule(torch.nn.Module(), g)
+    _compare2(gm, _by_name({'relu': 1, 'neg': 0}), (torch.ones(2),), **options)
+
+
+@needs2
+@pytest.mark.parametrize('keep', [False, True])
+def test_errors_in_torch_fx_2x_order(keep):
+    """Callback errors first, then cycles, then missing get_attr targets, then missing modules
+    (in graph order), and a get_attr only the output reads under keep_original_order."""
+    def build():
+        g = fxcpp.Graph()
+        x = g.placeholder('x')
+        a = g.call_module('act', (x,))
+        w = g.get_attr('w')
+        b = g.call_function(operator.add, (a, w))
+        c = g.call_module('seq.0', (b,))
+        g.output((c, g.get_attr('v')))
+        return fxcpp.GraphModule(_Root(), g)
+
+    def bad(node):
+        raise ValueError(f'callback on {node.name}')
+    inputs = (torch.ones(2),)
+    for drop in [(), ('w',), ('act',), ('w', 'act'), ('seq',)]:
+        _compare2(build(), bad, inputs, drop, keep_original_order=keep)
+        _compare2(build(), _by_name({'act': 0, 'add': 1, 'seq_0': 0}), inputs, drop, keep_original_order=keep)
+        _compare2(build(), lambda n: 0, inputs, drop, keep_original_order=keep)
+
+
+@needs2
+def test_grad_mode_graphs_take_torch_fx_route():
+    g = fxcpp.Graph()
+    x = g.placeholder('x')
+    g.call_function(torch._C._set_grad_enabled, (False,))
+    a = g.call_function(torch.neg, (x,))
+    b = g.call_function(torch.relu, (a,))
+    g.call_function(torch._C._set_grad_enabled, (True,))
+    g.output(b)
+    gm = fxcpp.GraphModule(torch.nn.Module(), g)
+    out = _compare2(gm, _by_name({'_set_grad_enabled': 0, 'neg': 0, 'relu': 1, '_set_grad_enabled_1': 1}),
+                    (torch.ones(2),))
+    assert 'torch._C._set_grad_enabled(False)' in out.submod_1.code  # 2.x repeats the state
+
+
+@needs2
+def test_symbolic_example_values_take_torch_fx_route():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from fxcpp.passes.split_module import _needs_torch_fx
+    g = fxcpp.Graph()
+    x = g.placeholder('x')
+    s = g.placeholder('s')
+    a = g.call_function(torch.relu, (x,))
+    b = g.call_function(operator.mul, (a, s))
+    g.output(b)
+    gm = fxcpp.GraphModule(torch.nn.Module(), g)
+    assert not _needs_torch_fx(gm.graph)
+    s.meta['example_value'] = ShapeEnv().create_unbacked_symint()
+    assert _needs_torch_fx(gm.graph)
+    _compare2(gm, _by_name({'relu': 0, 'mul': 1}), (torch.ones(2), 3))
+
+
+@needs2
+def test_symbolic_sizes_inside_the_graph_take_torch_fx_route():
+    """An unbacked size made inside the graph: 2.x passes its node to the partition whose values
+    have that size (here `item` into submod_1)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from fxcpp.passes.split_module import _needs_torch_fx
+    env = ShapeEnv()
+    u = env.create_unbacked_symint()
+    with FakeTensorMode(shape_env=env):
+        fake = torch.empty(u)
+    g = fxcpp.Graph()
+    x = g.placeholder('x')
+    i = g.call_method('item', (x,))
+    y = g.call_function(torch.zeros, (i,))
+    z = g.call_function(torch.relu, (y,))
+    g.output(z)
+    gm = fxcpp.GraphModule(torch.nn.Module(), g)
+    assert not _needs_torch_fx(gm.graph)
+    i.meta['example_value'] = u
+    y.meta['example_value'] = z.meta['example_value'] = (fake,)
+    assert _needs_torch_fx(gm.graph)
+    out = _compare2(gm, _by_name({'item': 0, 'zeros': 0, 'relu': 1}), (torch.tensor(3),))
+    assert 'item' in out.submod_1.code

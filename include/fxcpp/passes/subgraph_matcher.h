@@ -117,6 +117,33 @@ class SubgraphMatcher {
   std::vector<PatternInfo> info_;                    ///< by dense index
 };
 
+/// Note [Core matches under torch.fx 2.x]
+/// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+/// torch.fx 2.x's SubgraphMatcher and replace_pattern differ from 1.13's (the
+/// semantics above) on some inputs only; on the others the core's results are
+/// 2.x's and the 2.x Python layer runs the core. The pattern-side conditions
+/// (no get_attr, operator-overload or container-argument pattern nodes, no
+/// dead code, default matcher flags) need Python types and are checked there
+/// (fxcpp.passes.utils.matcher_utils._pattern_agrees); the graph-side ones,
+/// which grow with the graph, are agrees_with_fx2_on() and, for the rewrite,
+/// replace_agrees_with_fx2().
+
+/// Graph side of Note [Core matches under torch.fx 2.x]: true when every
+/// anchor that is not a placeholder has a candidate in `graph` (2.x drops an
+/// anchor without one, where 1.13 fails), and no graph node with the op and
+/// target of a pattern compute node has a tuple, list, dict or slice among
+/// its positional arguments or keyword values (2.x walks them in step) or the
+/// pattern node's keyword names in another order (2.x compares them in
+/// order). Cost: the find_nodes() lookups plus the candidates' arguments.
+bool agrees_with_fx2_on(const SubgraphMatcher& matcher, const Graph& graph);
+
+/// Whether replace_matches() on `matches` rewrites as torch.fx 2.x's
+/// replace_pattern does: every returned value is a node with users (2.x then
+/// inserts before the same node) and no match binds a placeholder to a value
+/// any match returns (2.x then points nodes_map at the replacement's node).
+/// O(total size of the matches).
+bool replace_agrees_with_fx2(const std::vector<InternalMatch>& matches);
+
 /// Callbacks letting a binding keep its own state coherent during rewriting.
 struct ReplacePatternHooks {
   /// A replacement node `src` was copied into the graph as `dst`.

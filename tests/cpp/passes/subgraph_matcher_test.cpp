@@ -141,3 +141,77 @@ TEST(SubgraphMatcher, ReplaceMatchesRewritesLikeTorchFx) {
             "    return mul_1");
 }
 
+
+// Note [Core matches under torch.fx 2.x]: the graph-side conditions.
+TEST(SubgraphMatcherFx2, AgreesWithFx2OnGraphSideConditions) {
+  auto p = relu_add_pattern();
+  SubgraphMatcher m(*p);
+  {
+    Graph g;  // plain matches
+    Node* x = g.placeholder("x");
+    g.output(N(g.call_function(F(kRelu), {N(g.call_function(F(kAdd), {N(x), I(1)}))})));
+    EXPECT_TRUE(agrees_with_fx2_on(m, g));
+  }
+  {
+    Graph g;  // no candidate for the anchor: 2.x drops it, 1.13 fails
+    Node* x = g.placeholder("x");
+    g.output(N(g.call_function(F(kAdd), {N(x), N(x)})));
+    EXPECT_FALSE(agrees_with_fx2_on(m, g));
+  }
+  {
+    Graph g;  // a container among a candidate's arguments
+    Node* x = g.placeholder("x");
+    Node* a = g.call_function(F(kAdd), {N(x), Argument::list({N(x)})});
+    g.output(N(g.call_function(F(kRelu), {N(a)})));
+    EXPECT_FALSE(agrees_with_fx2_on(m, g));
+  }
+  {
+    Graph g;  // a container in a node the pattern cannot match: irrelevant
+    Node* x = g.placeholder("x");
+    Node* n = g.call_function(F(kNeg), {Argument::tuple({N(x)})});
+    g.output(N(g.call_function(F(kRelu), {N(g.call_function(F(kAdd), {N(n), I(1)}))})));
+    EXPECT_TRUE(agrees_with_fx2_on(m, g));
+  }
+  // keyword names in another order than the pattern's
+  Graph pk;
+  Node* pa = pk.placeholder("a");
+  Node* pb = pk.placeholder("b");
+  pk.output(N(pk.call_function(F(kAdd), {}, KwArgs{{"input", N(pa)}, {"other", N(pb)}})));
+  SubgraphMatcher mk(pk);
+  for (bool swapped : {false, true}) {
+    Graph g;
+    Node* x = g.placeholder("x");
+    KwArgs kw{{"input", N(x)}, {"other", I(2)}};
+    if (swapped) std::swap(kw[0], kw[1]);
+    g.output(N(g.call_function(F(kAdd), {}, kw)));
+    EXPECT_EQ(agrees_with_fx2_on(mk, g), !swapped);
+  }
+}
+
+TEST(SubgraphMatcherFx2, ReplaceAgreesWithFx2) {
+  auto p = relu_add_pattern();
+  SubgraphMatcher m(*p);
+  Graph g;  // two chained matches: the second reads the value the first returns
+  Node* x = g.placeholder("x");
+  Node* r1 = g.call_function(F(kRelu), {N(g.call_function(F(kAdd), {N(x), I(1)}))});
+  Node* r2 = g.call_function(F(kRelu), {N(g.call_function(F(kAdd), {N(x), I(2)}))});
+  g.output(Argument::tuple({N(r1), N(r2)}));
+  auto matches = m.match(g);
+  ASSERT_EQ(matches.size(), 2u);
+  EXPECT_TRUE(replace_agrees_with_fx2(matches));
+  Graph h;
+  Node* y = h.placeholder("y");
+  Node* s1 = h.call_function(F(kRelu), {N(h.call_function(F(kAdd), {N(y), I(1)}))});
+  Node* s2 = h.call_function(F(kRelu), {N(h.call_function(F(kAdd), {N(s1), I(2)}))});
+  h.output(N(s2));
+  matches = m.match(h);
+  ASSERT_EQ(matches.size(), 2u);
+  EXPECT_FALSE(replace_agrees_with_fx2(matches));
+  Graph d;  // a returned value without users
+  Node* z = d.placeholder("z");
+  d.call_function(F(kRelu), {N(d.call_function(F(kAdd), {N(z), I(1)}))});
+  d.output(N(z));
+  matches = m.match(d);
+  ASSERT_EQ(matches.size(), 1u);
+  EXPECT_FALSE(replace_agrees_with_fx2(matches));
+}

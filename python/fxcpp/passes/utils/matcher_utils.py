@@ -122,14 +122,23 @@ def _core_matcher_agrees(matcher: SubgraphMatcher, graph) -> bool:
     only on: get_attr pattern nodes (2.x compares the attributes' kinds), impure pattern nodes
     without users (2.x accepts them), ignore_literals, operator overloads with differing argument
     lists (2.x fills in schema defaults), containers in arguments (1.13 flattens them, 2.x walks
-    them in step, and a 2.x placeholder binds a whole list), and keyword arguments with the same
-    keys in another order (2.x compares the ordered keys). Checked on the pattern and on the graph
-    nodes with a pattern target (found through the core's (op, target) index)."""
+    them in step, and a 2.x placeholder binds a whole list), keyword arguments with the same
+    keys in another order (2.x compares the ordered keys) and anchors without candidates (2.x
+    drops them). The pattern is checked here (:func:`_pattern_agrees`), the graph in C++
+    (Note [Core matches under torch.fx 2.x])."""
+    if not isinstance(graph, Graph) or not _pattern_agrees(matcher):
+        return False
+    return _C._core_matcher_agrees_on(matcher.pattern, graph)
+
+
+def _pattern_agrees(matcher: SubgraphMatcher) -> bool:
+    """The pattern side of :func:`_core_matcher_agrees`: default flags, and no pattern node that
+    is dead, a get_attr, an operator overload call, has a container argument or an unhashable
+    target. O(pattern)."""
     if matcher.ignore_literals or matcher.match_placeholder or matcher.match_output:
         return False
-    if not isinstance(graph, Graph) or not isinstance(matcher.pattern, Graph):
+    if not isinstance(matcher.pattern, Graph):
         return False
-    by_target: Dict[Any, List[Node]] = {}
     for pn in matcher.pattern.nodes:
         if pn.op == "output":
             continue
@@ -144,20 +153,9 @@ def _core_matcher_agrees(matcher: SubgraphMatcher, graph) -> bool:
         if any(isinstance(a, _CONTAINERS) for a in (*pn.args, *pn.kwargs.values())):
             return False
         try:
-            by_target.setdefault((pn.op, pn.target), []).append(pn)
+            hash(pn.target)
         except TypeError:  # unhashable target
             return False
-    for anchor in matcher.pattern_anchors:
-        # an anchor without candidates: 1.13 still completes a (failing) match, 2.x drops it
-        if anchor.op != "placeholder" and not graph.find_nodes(op=anchor.op, target=anchor.target):
-            return False
-    for (op, target), pns in by_target.items():
-        for gn in graph.find_nodes(op=op, target=target):
-            if any(isinstance(a, _CONTAINERS) for a in (*gn.args, *gn.kwargs.values())):
-                return False
-            gkeys = list(gn.kwargs)
-            if any(set(gkeys) == set(pn.kwargs) and gkeys != list(pn.kwargs) for pn in pns):
-                return False
     return True
 
 
