@@ -118,14 +118,28 @@ def _fx_inplace_wrapper():
 FX_INPLACE_WRAPPER = _fx_inplace_wrapper()
 
 
-def fx_drawer_node_label(drawer, graph_module, node, skip_node_names_in_args):
-    """torch.fx FxGraphDrawer._get_node_label: 2.x added a parse_stack_trace parameter
-    (fxcpp's drawer does not parse stack traces: False)."""
+def _fx_drawer_options_2x():
+    """Whether torch.fx's FxGraphDrawer takes 2.x's options (parse_stack_trace, dot_graph_shape,
+    normalize_args) and draws 2.x's extras (buf_meta clusters); 1.13's takes neither."""
     import inspect
+    try:
+        from torch.fx.passes import graph_drawer
+        label = graph_drawer.FxGraphDrawer._get_node_label
+    except (ImportError, AttributeError):  # no pydot: no drawer
+        return FX_DIALECT == '2'
+    return 'parse_stack_trace' in inspect.signature(label).parameters
+
+
+#: torch.fx 2.x's FxGraphDrawer: the options and drawing above (see _fx_drawer_options_2x).
+FX_DRAWER_OPTIONS_2X = _fx_drawer_options_2x()
+
+
+def fx_drawer_node_label(drawer, graph_module, node, skip_node_names_in_args, parse_stack_trace=False):
+    """torch.fx FxGraphDrawer._get_node_label: 2.x added a parse_stack_trace parameter."""
     from torch.fx.passes import graph_drawer
     label = graph_drawer.FxGraphDrawer._get_node_label
-    if 'parse_stack_trace' in inspect.signature(label).parameters:
-        return label(drawer, graph_module, node, skip_node_names_in_args, False)
+    if FX_DRAWER_OPTIONS_2X:
+        return label(drawer, graph_module, node, skip_node_names_in_args, parse_stack_trace)
     return label(drawer, graph_module, node, skip_node_names_in_args)
 
 
@@ -366,3 +380,30 @@ def dce_impure_random():
 INTERPRETER_ERROR_FOOTER = ('\nUse tlparse to see full graph. '
                             '(https://github.com/pytorch/tlparse?tab=readme-ov-file#tlparse-parse-structured-pt2-logs)'
                             if TORCH_VERSION >= (2, 6) else '')
+
+
+def _legalize_graph_prioritized_ops():
+    """call_function targets that torch.fx 2.x's legalize_graph places as soon as their inputs
+    are (at the front of its queue): the symbolic-size arithmetic and comparisons and the runtime
+    assertion operators, so asserts come before data-dependent operations. None on 1.13, whose
+    queue is plain first-in first-out."""
+    if FX_DIALECT != '2':
+        return ()
+    import operator
+    ops = [operator.add, operator.mul, operator.sub, operator.floordiv, operator.truediv, operator.mod,
+           operator.le, operator.lt, operator.ge, operator.gt, operator.eq, operator.ne]
+    aten = torch.ops.aten
+    for name, overload in [('sym_constrain_range', 'default'), ('sym_constrain_range_for_size', 'default'),
+                           ('_assert_async', 'msg'), ('scalar_tensor', 'default'), ('_assert_scalar', 'default')]:
+        packet = getattr(aten, name, None)
+        if packet is not None and hasattr(packet, overload):
+            ops.append(getattr(packet, overload))
+    return tuple(ops)
+
+
+#: See _legalize_graph_prioritized_ops (a tuple: membership as torch.fx tests it, by ==).
+LEGALIZE_GRAPH_PRIORITIZED_OPS = _legalize_graph_prioritized_ops()
+
+#: torch.fx 2.x's legalize_graph gives the sorted graph the old graph's CodeGen (the same object);
+#: 1.13's keeps the new graph's default one.
+LEGALIZE_GRAPH_KEEPS_CODEGEN = FX_DIALECT == '2'
