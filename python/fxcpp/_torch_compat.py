@@ -407,3 +407,12 @@ LEGALIZE_GRAPH_PRIORITIZED_OPS = _legalize_graph_prioritized_ops()
 #: torch.fx 2.x's legalize_graph gives the sorted graph the old graph's CodeGen (the same object);
 #: 1.13's keeps the new graph's default one.
 LEGALIZE_GRAPH_KEEPS_CODEGEN = FX_DIALECT == '2'
+
+#: torch.fx 2.x's const folding, inlining the non-constant submodule, replaces each
+#: ``getitem(call, i)`` of its tuple result by the i-th output itself (1.13 leaves
+#: ``(a, b, c)[i]`` nodes in the graph).
+CONST_FOLD_INLINES_GETITEMS = FX_DIALECT == '2'
+
+#: torch.fx 2.x folds a module whose every op is constant (the folded module returns the folded
+#: attributes); 1.13 raises AttributeError (no 'submod_1').
+CONST_FOLD_ALL_CONSTANT = FX_DIALECT == '2'
