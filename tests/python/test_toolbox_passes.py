@@ -916,9 +916,7 @@ class Spellings(torch.nn.Module):
         return h, torch.eq(h, h), self.bn(self.conv(x.unsqueeze(-1))), torch.floor_divide(x, 2)
 
 
-@pytest.mark.parametrize('which', [pytest.param('spellings', marks=xfail2('NormalizeArgs normalizes some call '
-                                                                          'spellings differently')),
-                                   'resnet18'])
+@pytest.mark.parametrize('which', ['spellings', 'resnet18'])
 def test_normalize_matches_torch_fx(which, resnet):
     from fxcpp.experimental.normalize import NormalizeArgs, NormalizeOperators
     from fxcpp.experimental.schema_type_annotation import AnnotateTypesWithSchema
