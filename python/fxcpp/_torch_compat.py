@@ -416,3 +416,34 @@ CONST_FOLD_INLINES_GETITEMS = FX_DIALECT == '2'
 #: torch.fx 2.x folds a module whose every op is constant (the folded module returns the folded
 #: attributes); 1.13 raises AttributeError (no 'submod_1').
 CONST_FOLD_ALL_CONSTANT = FX_DIALECT == '2'
+
+
+def _fx_tracing_meta_hooks():
+    """torch.fx 2.x's helpers for the metadata a tracer records under preserve_node_meta():
+    the sequence number of the node being made (torch.fx.proxy._get_seq_nr), the node a
+    functionalization replay regenerates (torch.fx.traceback.get_current_replay_node), and the
+    stack-trace marker of gradient accumulation; None where the installed torch lacks one."""
+    import torch.fx.proxy as fx_proxy
+    import torch.fx.traceback as fx_tb
+    return (getattr(fx_proxy, '_get_seq_nr', None), getattr(fx_tb, 'get_current_replay_node', None),
+            getattr(fx_tb, 'GRADIENT_ACC_SPECIAL_STACK', None))
+
+
+_FX_SEQ_NR, _FX_REPLAY_NODE, FX_GRADIENT_ACC_STACK = _fx_tracing_meta_hooks()
+
+
+def fx_seq_nr(node_name):
+    """meta['seq_nr'] for a node made under preserve_node_meta() (None: none recorded)."""
+    return _FX_SEQ_NR(node_name) if _FX_SEQ_NR is not None else None
+
+
+def fx_current_replay_node():
+    """The node a functionalization replay regenerates now, or None."""
+    return _FX_REPLAY_NODE() if _FX_REPLAY_NODE is not None else None
+
+
+#: torch.fx 2.x's Transformer keeps node metadata: it transforms under preserve_node_meta(),
+#: each node's meta (plus from_node provenance) is current while it runs, get_attr nodes are
+#: made by the tracer (so they get that metadata too) and the new output node gets the old one's
+#: meta. torch.fx 1.13's overrides the stack trace only.
+TRANSFORMER_PRESERVES_META = FX_API_2
