@@ -447,3 +447,15 @@ def fx_current_replay_node():
 #: made by the tracer (so they get that metadata too) and the new output node gets the old one's
 #: meta. torch.fx 1.13's overrides the stack trace only.
 TRANSFORMER_PRESERVES_META = FX_API_2
+
+
+def _partitioner_2x():
+    """Whether torch.fx's CapabilityBasedPartitioner is 2.x's: more constructor options
+    (non_compute_ops, allowed_single_node_partition_ops, skip_horizontal_fusion) and a lazily
+    read ``dependency_viewer`` (downstream sets) instead of 1.13's ``dependency_map``."""
+    from torch.fx.passes.infra import partitioner
+    return hasattr(partitioner, '_DependencyViewer')
+
+
+#: See _partitioner_2x.
+PARTITIONER_2X = _partitioner_2x()

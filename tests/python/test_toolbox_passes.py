@@ -843,8 +843,8 @@ def test_propose_partitions_errors_and_fallbacks_match_torch_fx():
     assert _proposals(ours) == _proposals(theirs)
 
 
-@xfail2("CapabilityBasedPartitioner has no dependency_map attribute")
 def test_partitioner_dependency_map_and_torch_fx_modules():
+    import inspect
     from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner as TorchPartitioner
     from fxcpp.passes import operator_support as os_ours
@@ -853,8 +853,13 @@ def test_partitioner_dependency_map_and_torch_fx_modules():
     p = CapabilityBasedPartitioner(ours, _elementwise_support(os_ours))
     assert isinstance(p, TorchPartitioner)
     t = TorchPartitioner(theirs, _elementwise_support(os_ours))
-    assert {k.name: sorted(v.name for v in s) for k, s in p.dependency_map.items()} == {
-        k.name: sorted(v.name for v in s) for k, s in t.dependency_map.items()}
+    assert list(inspect.signature(CapabilityBasedPartitioner).parameters) == list(
+        inspect.signature(TorchPartitioner).parameters)
+    # 1.13: dependency_map (node -> its ancestors); 2.x: dependency_viewer (node -> its downstream nodes)
+    assert hasattr(p, 'dependency_map') is hasattr(t, 'dependency_map') is not TORCH2
+    deps = ((lambda x: x.dependency_viewer.downstreams) if TORCH2 else (lambda x: x.dependency_map))
+    assert {k.name: sorted(v.name for v in s) for k, s in deps(p).items()} == {
+        k.name: sorted(v.name for v in s) for k, s in deps(t).items()} != {}
     # A torch.fx module handed to fxcpp's partitioner: torch.fx's results, torch.fx's fused modules.
     q = CapabilityBasedPartitioner(theirs, _elementwise_support(os_ours))
     assert _proposals(q.propose_partitions()) == _proposals(t.propose_partitions())

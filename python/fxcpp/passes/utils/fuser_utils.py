@@ -94,14 +94,17 @@ def fuse_as_graphmodule(gm, nodes: NodeList, module_name: str) -> Tuple[object, 
     return fused, tuple(placeholders), tuple(escaping)
 
 
-def fuse_by_partitions(gm, partitions: List[NodeList]):
+def fuse_by_partitions(gm, partitions: List[NodeList], prefix: str = "fused_"):
     """Replace each partition (a list of nodes of ``gm``) with a call to a new submodule
-    ``fused_<i>`` holding its nodes, then re-sort ``gm``'s graph topologically."""
+    ``<prefix><i>`` holding its nodes, then re-sort ``gm``'s graph topologically (``prefix``:
+    torch.fx 2.x's option)."""
     if isinstance(gm, torch.fx.GraphModule):
+        if prefix != "fused_":
+            return _torch_fuser_utils.fuse_by_partitions(gm, partitions, prefix=prefix)
         return _torch_fuser_utils.fuse_by_partitions(gm, partitions)
     for index, partition in enumerate(partitions):
-        ordered = topo_sort(partition)
-        fused, inputs, outputs = fuse_as_graphmodule(gm, ordered, f"fused_{index}")
+        ordered = topo_sort(list(partition))
+        fused, inputs, outputs = fuse_as_graphmodule(gm, ordered, f"{prefix}{index}")
         insert_subgm(gm, fused, inputs, outputs)
         erase_nodes(gm, ordered)
     legalize_graph(gm)
