@@ -459,3 +459,8 @@ def _partitioner_2x():
 
 #: See _partitioner_2x.
 PARTITIONER_2X = _partitioner_2x()
+
+#: torch.fx 2.x's fuse_by_partitions inserts each fused call after the partition's last node and
+#: re-sorts with stable_topological_sort; 1.13's inserts it after the last output and re-sorts
+#: with legalize_graph.
+FUSE_BY_PARTITIONS_2X = FX_API_2

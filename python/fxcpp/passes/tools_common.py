@@ -16,6 +16,7 @@ the ready runtime-assert and symbolic-arithmetic nodes first and keeps the graph
 goes to torch.fx's.
 """
 import collections
+import heapq
 from typing import Dict
 
 import torch.fx
@@ -64,3 +65,40 @@ def legalize_graph(gm):
         new_graph._codegen = gm.graph._codegen
     gm.graph = new_graph
     return gm
+
+
+def _stable_topological_sort(gm):
+    """torch.fx 2.x's ``stable_topological_sort`` for an fxcpp module: replace ``gm.graph`` by a
+    copy holding the same nodes in topological order, taking among the ready nodes always the one
+    earliest in the old order (Kahn's algorithm over a min-heap of old positions); the new graph
+    keeps the old one's CodeGen. AssertionError if the graph has a cycle."""
+    if isinstance(gm, torch.fx.GraphModule):
+        return _torch_tools_common.stable_topological_sort(gm)
+    nodes = gm.graph.nodes
+    position = {node: i for i, node in enumerate(nodes)}
+    pending: Dict[Node, int] = dict.fromkeys(nodes, 0)
+    for node in nodes:
+        for user in node.users:
+            pending[user] += 1
+    ready = [(position[node], node) for node, count in pending.items() if count == 0]
+    heapq.heapify(ready)
+    new_graph = Graph()
+    copies: Dict[Node, Node] = {}
+    while ready:
+        _, node = heapq.heappop(ready)
+        copies[node] = new_graph.node_copy(node, copies.__getitem__)
+        for user in node.users:
+            pending[user] -= 1
+            if pending[user] == 0:
+                heapq.heappush(ready, (position[user], user))
+    if len(copies) != len(pending):
+        raise AssertionError(f"Input graph has cycles, unable to add {[n for n in pending if pending[n] != 0]}")
+    new_graph._codegen = gm.graph._codegen
+    gm.graph = new_graph
+    return gm
+
+
+if hasattr(_torch_tools_common, 'stable_topological_sort'):  # torch.fx 2.x
+    stable_topological_sort = compatibility(is_backward_compatible=False)(_stable_topological_sort)
+    stable_topological_sort.__name__ = stable_topological_sort.__qualname__ = 'stable_topological_sort'
+    __all__.append('stable_topological_sort')
