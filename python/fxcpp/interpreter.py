@@ -283,9 +283,13 @@ class Transformer(Interpreter):
     if _torch_compat.TRANSFORMER_PRESERVES_META:
         @compatibility(is_backward_compatible=True)
         def run_node(self, n: Node) -> Any:
-            """Run node ``n`` with its meta current (the nodes it makes copy it; torch.fx 2.x)."""
-            with self._set_current_node(n):
-                return super().run_node(n)
+            """Run node ``n`` with its meta current (the nodes it makes copy it; torch.fx 2.x).
+            set_current_meta does nothing for a node without meta: such a node skips it, unless a
+            subclass has its own _set_current_node."""
+            if n.meta or type(self)._set_current_node is not Interpreter._set_current_node:
+                with self._set_current_node(n):
+                    return super().run_node(n)
+            return super().run_node(n)
 
     @compatibility(is_backward_compatible=True)
     def call_module(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Any:
