@@ -883,6 +883,13 @@ def test_partitioner_dependency_map_and_torch_fx_modules():
     deps = ((lambda x: x.dependency_viewer.downstreams) if TORCH2 else (lambda x: x.dependency_map))
     assert {k.name: sorted(v.name for v in s) for k, s in deps(p).items()} == {
         k.name: sorted(v.name for v in s) for k, s in deps(t).items()} != {}
+    if TORCH2:  # 2.x's options: torch.fx's proposals, on fxcpp's graph
+        for options in [{'skip_horizontal_fusion': True}, {'non_compute_ops': ['_operator.mul']},
+                        {'allowed_single_node_partition_ops': ['torch.relu']}]:
+            got = CapabilityBasedPartitioner(ours, _elementwise_support(os_ours), **options).propose_partitions()
+            want = TorchPartitioner(theirs, _elementwise_support(os_ours), **options).propose_partitions()
+            assert _proposals(got) == _proposals(want) != []
+            assert all(type(n) is fxcpp.Node for p in got for n in p.nodes)
     # A torch.fx module handed to fxcpp's partitioner: torch.fx's results, torch.fx's fused modules.
     q = CapabilityBasedPartitioner(theirs, _elementwise_support(os_ours))
     assert _proposals(q.propose_partitions()) == _proposals(t.propose_partitions())

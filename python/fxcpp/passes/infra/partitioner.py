@@ -1,5 +1,5 @@
 """fxcpp.passes.infra.partitioner: ``CapabilityBasedPartitioner`` (mirrors
-torch.fx.passes.infra.partitioner 1.13).
+torch.fx.passes.infra.partitioner; its proposals are 1.13's, see below).
 
 ``Partition`` is torch.fx's class, and ``CapabilityBasedPartitioner`` subclasses torch.fx's, so
 both pass ``isinstance`` checks against torch.fx. ``propose_partitions`` calls
@@ -15,6 +15,13 @@ later group in ``node.users`` order, one of torch.fx's possible answers (Note [W
 dropped] in ``src/passes/partition.cpp``).
 ``fuse_partitions`` calls fxcpp's ``fuse_by_partitions``, so the fused submodules (``fused_<i>``)
 of an fxcpp module are fxcpp GraphModules.
+
+On torch 2.x the constructor takes 2.x's options and the partitioner offers 2.x's lazily built
+``dependency_viewer`` instead of ``dependency_map``; but the core proposes torch.fx 1.13's
+partitions (2.x merges independent partitions too and numbers them in a reverse walk), unless one
+of 2.x's options (``non_compute_ops``, ``allowed_single_node_partition_ops``,
+``skip_horizontal_fusion``) is given: then torch.fx's code proposes them, with the answers
+already collected.
 
 Differences: the partitioner does not build torch.fx's ``dependency_map`` when it is created;
 reading ``partitioner.dependency_map`` builds it then (torch.fx's value). ``is_node_supported``
@@ -146,10 +153,19 @@ class CapabilityBasedPartitioner(_torch_partitioner.CapabilityBasedPartitioner):
                     kinds.append(_target_kind(target, cache))
             else:
                 kinds.append(0)
-        parts, unnamed = _C._propose_partitions(graph, supported, kinds, bool(self.allows_single_node_partition))
-        if parts is None:  # not in topological order: torch.fx's code, replaying the answers
+        options_2x = {}
+        if _torch_compat.PARTITIONER_2X and (self.non_compute_ops or self.allowed_single_node_partition_ops
+                                             or self.skip_horizontal_fusion):
+            # 2.x's options, which the core does not know: torch.fx's code decides
+            options_2x = dict(non_compute_ops=self.non_compute_ops,
+                              allowed_single_node_partition_ops=self.allowed_single_node_partition_ops,
+                              skip_horizontal_fusion=self.skip_horizontal_fusion)
+            parts = None
+        else:
+            parts, unnamed = _C._propose_partitions(graph, supported, kinds, bool(self.allows_single_node_partition))
+        if parts is None:  # not in topological order (or 2.x's options): torch.fx's code, replaying the answers
             replay = _torch_partitioner.CapabilityBasedPartitioner(
-                gm, _Replay(supported), self.allows_single_node_partition)
+                gm, _Replay(supported), self.allows_single_node_partition, **options_2x)
             return replay.propose_partitions()
         logger.debug("Proposing partitions...")
         logger.debug("Reassigning getitem nodes to its producer node's partition...")
