@@ -118,14 +118,28 @@ def _fx_inplace_wrapper():
 FX_INPLACE_WRAPPER = _fx_inplace_wrapper()
 
 
-def fx_drawer_node_label(drawer, graph_module, node, skip_node_names_in_args):
-    """torch.fx FxGraphDrawer._get_node_label: 2.x added a parse_stack_trace parameter
-    (fxcpp's drawer does not parse stack traces: False)."""
+def _fx_drawer_options_2x():
+    """Whether torch.fx's FxGraphDrawer takes 2.x's options (parse_stack_trace, dot_graph_shape,
+    normalize_args) and draws 2.x's extras (buf_meta clusters); 1.13's takes neither."""
     import inspect
+    try:
+        from torch.fx.passes import graph_drawer
+        label = graph_drawer.FxGraphDrawer._get_node_label
+    except (ImportError, AttributeError):  # no pydot: no drawer
+        return FX_DIALECT == '2'
+    return 'parse_stack_trace' in inspect.signature(label).parameters
+
+
+#: torch.fx 2.x's FxGraphDrawer: the options and drawing above (see _fx_drawer_options_2x).
+FX_DRAWER_OPTIONS_2X = _fx_drawer_options_2x()
+
+
+def fx_drawer_node_label(drawer, graph_module, node, skip_node_names_in_args, parse_stack_trace=False):
+    """torch.fx FxGraphDrawer._get_node_label: 2.x added a parse_stack_trace parameter."""
     from torch.fx.passes import graph_drawer
     label = graph_drawer.FxGraphDrawer._get_node_label
-    if 'parse_stack_trace' in inspect.signature(label).parameters:
-        return label(drawer, graph_module, node, skip_node_names_in_args, False)
+    if FX_DRAWER_OPTIONS_2X:
+        return label(drawer, graph_module, node, skip_node_names_in_args, parse_stack_trace)
     return label(drawer, graph_module, node, skip_node_names_in_args)
 
 
@@ -420,3 +434,87 @@ def is_symbolic_example(value) -> bool:
         elif isinstance(v, dict):
             stack.extend(v.values())
     return False
+
+
+def _legalize_graph_prioritized_ops():
+    """call_function targets that torch.fx 2.x's legalize_graph places as soon as their inputs
+    are (at the front of its queue): the symbolic-size arithmetic and comparisons and the runtime
+    assertion operators, so asserts come before data-dependent operations. None on 1.13, whose
+    queue is plain first-in first-out."""
+    if FX_DIALECT != '2':
+        return ()
+    import operator
+    ops = [operator.add, operator.mul, operator.sub, operator.floordiv, operator.truediv, operator.mod,
+           operator.le, operator.lt, operator.ge, operator.gt, operator.eq, operator.ne]
+    aten = torch.ops.aten
+    for name, overload in [('sym_constrain_range', 'default'), ('sym_constrain_range_for_size', 'default'),
+                           ('_assert_async', 'msg'), ('scalar_tensor', 'default'), ('_assert_scalar', 'default')]:
+        packet = getattr(aten, name, None)
+        if packet is not None and hasattr(packet, overload):
+            ops.append(getattr(packet, overload))
+    return tuple(ops)
+
+
+#: See _legalize_graph_prioritized_ops (a tuple: membership as torch.fx tests it, by ==).
+LEGALIZE_GRAPH_PRIORITIZED_OPS = _legalize_graph_prioritized_ops()
+
+#: torch.fx 2.x's legalize_graph gives the sorted graph the old graph's CodeGen (the same object);
+#: 1.13's keeps the new graph's default one.
+LEGALIZE_GRAPH_KEEPS_CODEGEN = FX_DIALECT == '2'
+
+#: torch.fx 2.x's const folding, inlining the non-constant submodule, replaces each
+#: ``getitem(call, i)`` of its tuple result by the i-th output itself (1.13 leaves
+#: ``(a, b, c)[i]`` nodes in the graph).
+CONST_FOLD_INLINES_GETITEMS = FX_DIALECT == '2'
+
+#: torch.fx 2.x folds a module whose every op is constant (the folded module returns the folded
+#: attributes); 1.13 raises AttributeError (no 'submod_1').
+CONST_FOLD_ALL_CONSTANT = FX_DIALECT == '2'
+
+
+def _fx_tracing_meta_hooks():
+    """torch.fx 2.x's helpers for the metadata a tracer records under preserve_node_meta():
+    the sequence number of the node being made (torch.fx.proxy._get_seq_nr), the node a
+    functionalization replay regenerates (torch.fx.traceback.get_current_replay_node), and the
+    stack-trace marker of gradient accumulation; None where the installed torch lacks one."""
+    import torch.fx.proxy as fx_proxy
+    import torch.fx.traceback as fx_tb
+    return (getattr(fx_proxy, '_get_seq_nr', None), getattr(fx_tb, 'get_current_replay_node', None),
+            getattr(fx_tb, 'GRADIENT_ACC_SPECIAL_STACK', None))
+
+
+_FX_SEQ_NR, _FX_REPLAY_NODE, FX_GRADIENT_ACC_STACK = _fx_tracing_meta_hooks()
+
+
+def fx_seq_nr(node_name):
+    """meta['seq_nr'] for a node made under preserve_node_meta() (None: none recorded)."""
+    return _FX_SEQ_NR(node_name) if _FX_SEQ_NR is not None else None
+
+
+def fx_current_replay_node():
+    """The node a functionalization replay regenerates now, or None."""
+    return _FX_REPLAY_NODE() if _FX_REPLAY_NODE is not None else None
+
+
+#: torch.fx 2.x's Transformer keeps node metadata: it transforms under preserve_node_meta(),
+#: each node's meta (plus from_node provenance) is current while it runs, get_attr nodes are
+#: made by the tracer (so they get that metadata too) and the new output node gets the old one's
+#: meta. torch.fx 1.13's overrides the stack trace only.
+TRANSFORMER_PRESERVES_META = FX_API_2
+
+
+def _partitioner_2x():
+    """Whether torch.fx's CapabilityBasedPartitioner is 2.x's: more constructor options
+    (non_compute_ops, allowed_single_node_partition_ops, skip_horizontal_fusion) and a lazily
+    read ``dependency_viewer`` (downstream sets) instead of 1.13's ``dependency_map``."""
+    from torch.fx.passes.infra import partitioner
+    return hasattr(partitioner, '_DependencyViewer')
+
+
+#: See _partitioner_2x.
+PARTITIONER_2X = _partitioner_2x()
+
+#: torch.fx 2.x's fuse_by_partitions inserts each fused call after the partition's last node and
+#: re-sorts with stable_topological_sort; 1.13's inserts it after the last output and re-sorts
+#: with legalize_graph.
+FUSE_BY_PARTITIONS_2X = FX_API_2

@@ -276,7 +276,20 @@ class Transformer(Interpreter):
     def get_attr(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Proxy:
         """Record a ``get_attr`` node in ``self.new_graph`` and return its Proxy."""
         assert isinstance(target, str)
+        if _torch_compat.TRANSFORMER_PRESERVES_META:
+            return self.tracer.create_proxy('get_attr', target, args, kwargs)
         return Proxy(self.new_graph.get_attr(target), self.tracer)
+
+    if _torch_compat.TRANSFORMER_PRESERVES_META:
+        @compatibility(is_backward_compatible=True)
+        def run_node(self, n: Node) -> Any:
+            """Run node ``n`` with its meta current (the nodes it makes copy it; torch.fx 2.x).
+            set_current_meta does nothing for a node without meta: such a node skips it, unless a
+            subclass has its own _set_current_node."""
+            if n.meta or type(self)._set_current_node is not Interpreter._set_current_node:
+                with self._set_current_node(n):
+                    return super().run_node(n)
+            return super().run_node(n)
 
     @compatibility(is_backward_compatible=True)
     def call_module(self, target: 'Target', args: Tuple[Argument, ...], kwargs: Dict[str, Any]) -> Any:
@@ -293,12 +306,18 @@ class Transformer(Interpreter):
     @compatibility(is_backward_compatible=True)
     def transform(self) -> GraphModule:
         """Run the transformation and return a GraphModule built from ``self.new_graph``."""
-        with fx_traceback.override_stack_trace():
+        preserve = _torch_compat.TRANSFORMER_PRESERVES_META
+        with (fx_traceback.preserve_node_meta() if preserve else fx_traceback.override_stack_trace()):
             result = super().run(enable_io_processing=False)
         if result is not None:
             def strip_proxy(a: Union[Argument, Proxy]) -> Any:
                 return a.node if isinstance(a, Proxy) else a
-            self.new_graph.output(map_aggregate(result, strip_proxy))
+            new_output = self.new_graph.output(map_aggregate(result, strip_proxy))
+            if preserve:  # the old output node's meta, entry by entry
+                old_output = next(iter(reversed(self.graph.nodes)))
+                assert old_output.op == 'output', f'Expected output node, got op={old_output.op}'
+                for k, v in old_output.meta.items():
+                    new_output.meta[k] = v
         return GraphModule(self.module, self.new_graph)
 
 

@@ -256,6 +256,11 @@ def _captured_stack_summary(depth: int) -> traceback.StackSummary:
     return traceback.StackSummary.from_list(frames)
 
 
+# torch.fx 2.x's list of the meta fields a node made under preserve_node_meta() copies (the list
+# object itself: what torch adds to it counts).
+_COPY_META_FIELDS = getattr(fx_traceback, '_COPY_META_FIELDS', _torch_fx_proxy.__dict__.get('_COPY_META_FIELDS', ()))
+
+
 def _record_meta_2x(tracer, node, depth):
     """Note [Tracing metadata]: the bookkeeping torch.fx 2.x does for a node it creates."""
     name_to_scope = getattr(tracer, 'node_name_to_scope', None)
@@ -268,9 +273,25 @@ def _record_meta_2x(tracer, node, depth):
         stack_trace = current.get('stack_trace')
         if stack_trace:
             node.stack_trace = stack_trace
-        for field in getattr(fx_traceback, '_COPY_META_FIELDS', _torch_fx_proxy.__dict__.get('_COPY_META_FIELDS', ())):
-            if field in current:
-                node.meta[field] = copy.copy(current[field])
+        if stack_trace and _torch_compat.FX_GRADIENT_ACC_STACK and _torch_compat.FX_GRADIENT_ACC_STACK in stack_trace:
+            node.meta['is_gradient_acc'] = True
+            node.meta['autograd_backward'] = True
+        if current:
+            for field in _COPY_META_FIELDS:
+                if field in current:
+                    node.meta[field] = copy.copy(current[field])
+        seq_nr = _torch_compat.fx_seq_nr(node.name)
+        if seq_nr is not None:
+            node.meta['seq_nr'] = seq_nr
+        replay = _torch_compat.fx_current_replay_node()
+        if replay is not None:
+            node.meta['is_functional_regenerated'] = True
+            if 'custom' in replay.meta:
+                node.meta['custom'] = replay.meta.get('custom')
+            if 'stack_trace' in replay.meta:
+                node.stack_trace = replay.meta.get('stack_trace')
+        if current.get('autograd_backward', False):
+            node.meta['autograd_backward'] = True
     else:
         stack = getattr(tracer, 'module_stack', None)
         if stack:

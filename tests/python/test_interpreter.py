@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import fxcpp as fx
-from torch2 import xfail2
+from torch2 import TORCH2
 
 LIBS = [tfx, fx]
 
@@ -256,7 +256,20 @@ def transformer_code(lib, cls_body, fn_or_mod):
     return out.code, meta, out
 
 
-@xfail2('Transformer records new node.meta keys (nn_module_stack, from_node, ...)')
+def _comparable_meta(node, graph, seq_nr_base):
+    """``node.meta`` with 2.x's from_node provenance as dicts whose graph_id says whether the source
+    node is of ``graph`` (the ids of two libraries' graphs differ), and seq_nr relative to
+    ``seq_nr_base`` (autograd's sequence number when the transform started: a process-wide count)."""
+    def source(d):
+        return dict(d, graph_id=d['graph_id'] == id(graph), from_node=[source(s) for s in d['from_node']])
+    meta = dict(node.meta)
+    if 'from_node' in meta:
+        meta['from_node'] = [source(s.to_dict()) for s in meta['from_node']]
+    if 'seq_nr' in meta:
+        meta['seq_nr'] -= seq_nr_base
+    return meta
+
+
 def test_transformer_identity_and_overrides():
     def bodies(lib):
         return {}
@@ -276,10 +289,13 @@ def test_transformer_identity_and_overrides():
             gm = traced(lib)
             cls = type('X', (lib.Transformer,), body(lib))
             cls_holder[lib] = cls
+            base = torch.autograd._get_sequence_nr() if TORCH2 else 0
             out = cls(gm).transform()
-            res.append((out.code, [(n.name, n.op, dict(n.meta)) for n in out.graph.nodes],
+            res.append((out.code, [(n.name, n.op, _comparable_meta(n, gm.graph, base)) for n in out.graph.nodes],
                         canon(out(*inputs()))))
         assert res[0] == res[1]
+        # torch.fx 2.x: provenance of the nodes made from nodes that had meta
+        assert ('from_node' in str(res[0][1])) == TORCH2
 
 
 def test_transformer_call_module_and_method_overrides():

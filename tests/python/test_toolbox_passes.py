@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 import fxcpp
-from torch2 import FX_NODE_NOT_A_BASE, xfail2
+from torch2 import FX_NODE_NOT_A_BASE, TORCH2, xfail2
 from fxcpp.passes.shape_prop import ShapeProp
 from torch.fx.passes.shape_prop import ShapeProp as TorchShapeProp
 
@@ -86,16 +86,16 @@ def resnet():
 # graph_drawer
 # ---------------------------------------------------------------------------------------------
 
-_FUSED_GETITEMS = xfail2("fuse_by_partitions puts the getitems of a fused module's outputs in another order "
-                         "(all of them right after the call)")
 _PARTITIONS = xfail2('propose_partitions numbers and orders partitions differently')
 
 DRAWER_OPTIONS = [{}, {'ignore_getattr': True}, {'ignore_parameters_and_buffers': True},
                   {'skip_node_names_in_args': False}]
+if TORCH2:  # torch.fx 2.x's drawer options
+    DRAWER_OPTIONS += [{'dot_graph_shape': 'box'}, {'normalize_args': True},
+                       {'normalize_args': True, 'skip_node_names_in_args': False}]
 
 
 @pytest.mark.parametrize('which', ['net', 'resnet18'])
-@xfail2('FxGraphDrawer writes node labels differently')
 def test_graph_drawer_dot_equals_torch_fx(which, resnet):
     pytest.importorskip('pydot')
     from fxcpp.passes.graph_drawer import FxGraphDrawer
@@ -113,7 +113,25 @@ def test_graph_drawer_dot_equals_torch_fx(which, resnet):
     assert 'dtype=torch.float32' in dot and 'shape=' in dot  # fxcpp's TensorMetadata is drawn
 
 
-@xfail2('FxGraphDrawer writes node labels differently')
+@pytest.mark.skipif(not TORCH2, reason="torch.fx 1.13's drawer reads no buf_meta")
+def test_graph_drawer_buf_meta_clusters_as_torch_fx():
+    pytest.importorskip('pydot')
+    from fxcpp.passes.graph_drawer import FxGraphDrawer
+    from torch.fx.passes.graph_drawer import FxGraphDrawer as TorchFxGraphDrawer
+
+    class BufMeta:
+        def __init__(self, name, n_origin):
+            self.name, self.n_origin = name, n_origin
+    ours, theirs = _shape_propped_net()
+    for gm in (ours, theirs):
+        for i, n in enumerate(gm.graph.nodes):
+            if n.op == 'call_function':  # two clusters, and one buffer of a single origin (no cluster)
+                n.meta['buf_meta'] = BufMeta(f'buf{i % 3}', 1 if i % 3 == 2 else 2)
+    dot = FxGraphDrawer(ours, 'net').get_dot_graph().to_string()
+    assert dot == TorchFxGraphDrawer(theirs, 'net').get_dot_graph().to_string()
+    assert 'subgraph cluster_buf0' in dot and 'cluster_buf2' not in dot and '|n_origin=1' in dot
+
+
 def test_graph_drawer_split_module_draws_fxcpp_submodules():
     pytest.importorskip('pydot')
     from fxcpp.passes.graph_drawer import FxGraphDrawer
@@ -159,7 +177,6 @@ def _shape_propped_net():
     return ours, theirs
 
 
-@xfail2('splits with other node names (counters) in the submodules')
 def test_operator_support_matches_torch_fx():
     from fxcpp.passes import operator_support as ours_os
     from torch.fx.passes import operator_support as torch_os
@@ -223,7 +240,6 @@ def _scramble(gm):
         first.prepend(n)
 
 
-@xfail2('legalize_graph orders nodes differently')
 def test_legalize_graph_matches_torch_fx():
     from fxcpp.passes.tools_common import legalize_graph
     from torch.fx.passes.tools_common import legalize_graph as torch_legalize_graph
@@ -233,7 +249,10 @@ def test_legalize_graph_matches_torch_fx():
     _scramble(ours)
     _scramble(theirs)
     assert [n.name for n in ours.graph.nodes] == [n.name for n in theirs.graph.nodes]
+    codegens = ours.graph._codegen, theirs.graph._codegen
     assert legalize_graph(ours) is ours and torch_legalize_graph(theirs) is theirs
+    # the sorted graph keeps the CodeGen object where torch.fx's does (2.x)
+    assert (ours.graph._codegen is codegens[0]) == (theirs.graph._codegen is codegens[1])
     assert type(ours.graph) is fxcpp.Graph
     assert [n.name for n in ours.graph.nodes] == [n.name for n in theirs.graph.nodes]
     assert ours.code == theirs.code
@@ -252,6 +271,32 @@ def test_legalize_graph_matches_torch_fx():
         legalize_graph(g_ours)
     with pytest.raises(RuntimeError) as eb:
         torch_legalize_graph(g_theirs)
+    assert str(ea.value) == str(eb.value) and 'cycles' in str(ea.value)
+
+
+@pytest.mark.skipif(not TORCH2, reason='torch.fx 1.13 has no stable_topological_sort')
+def test_stable_topological_sort_matches_torch_fx():
+    from fxcpp.passes.tools_common import stable_topological_sort
+    from torch.fx.passes.tools_common import stable_topological_sort as torch_sort
+    model = Branchy()
+    ours, theirs = _both(model)
+    _scramble(ours)
+    _scramble(theirs)
+    codegens = ours.graph._codegen, theirs.graph._codegen
+    assert stable_topological_sort(ours) is ours and torch_sort(theirs) is theirs
+    assert type(ours.graph) is fxcpp.Graph and ours.graph._codegen is codegens[0]
+    assert [n.name for n in ours.graph.nodes] == [n.name for n in theirs.graph.nodes]
+    assert ours.code == theirs.code
+    x, y = torch.randn(2, 4), torch.randn(2, 4)
+    _assert_same_outputs(ours(x, y), model(x, y))
+    g_ours, g_theirs = _both(model)
+    for gm in (g_ours, g_theirs):
+        nodes = {n.name: n for n in gm.graph.nodes}
+        nodes['relu'].args = (nodes['add'],)
+    with pytest.raises(AssertionError) as ea:
+        stable_topological_sort(g_ours)
+    with pytest.raises(AssertionError) as eb:
+        torch_sort(g_theirs)
     assert str(ea.value) == str(eb.value) and 'cycles' in str(ea.value)
 
 
@@ -497,7 +542,6 @@ def _elementwise_support(mod):
     return mod.create_op_support(lambda mods, n: n.op == 'call_function' and n.target in ops)
 
 
-@_FUSED_GETITEMS
 def test_capability_partitioner_matches_torch_fx():
     from fxcpp.passes import operator_support as os_ours
     from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
@@ -822,8 +866,8 @@ def test_propose_partitions_errors_and_fallbacks_match_torch_fx():
     assert _proposals(ours) == _proposals(theirs)
 
 
-@xfail2("CapabilityBasedPartitioner has no dependency_map attribute")
 def test_partitioner_dependency_map_and_torch_fx_modules():
+    import inspect
     from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner as TorchPartitioner
     from fxcpp.passes import operator_support as os_ours
@@ -832,8 +876,20 @@ def test_partitioner_dependency_map_and_torch_fx_modules():
     p = CapabilityBasedPartitioner(ours, _elementwise_support(os_ours))
     assert isinstance(p, TorchPartitioner)
     t = TorchPartitioner(theirs, _elementwise_support(os_ours))
-    assert {k.name: sorted(v.name for v in s) for k, s in p.dependency_map.items()} == {
-        k.name: sorted(v.name for v in s) for k, s in t.dependency_map.items()}
+    assert list(inspect.signature(CapabilityBasedPartitioner).parameters) == list(
+        inspect.signature(TorchPartitioner).parameters)
+    # 1.13: dependency_map (node -> its ancestors); 2.x: dependency_viewer (node -> its downstream nodes)
+    assert hasattr(p, 'dependency_map') is hasattr(t, 'dependency_map') is not TORCH2
+    deps = ((lambda x: x.dependency_viewer.downstreams) if TORCH2 else (lambda x: x.dependency_map))
+    assert {k.name: sorted(v.name for v in s) for k, s in deps(p).items()} == {
+        k.name: sorted(v.name for v in s) for k, s in deps(t).items()} != {}
+    if TORCH2:  # 2.x's options: torch.fx's proposals, on fxcpp's graph
+        for options in [{'skip_horizontal_fusion': True}, {'non_compute_ops': ['_operator.mul']},
+                        {'allowed_single_node_partition_ops': ['torch.relu']}]:
+            got = CapabilityBasedPartitioner(ours, _elementwise_support(os_ours), **options).propose_partitions()
+            want = TorchPartitioner(theirs, _elementwise_support(os_ours), **options).propose_partitions()
+            assert _proposals(got) == _proposals(want) != []
+            assert all(type(n) is fxcpp.Node for p in got for n in p.nodes)
     # A torch.fx module handed to fxcpp's partitioner: torch.fx's results, torch.fx's fused modules.
     q = CapabilityBasedPartitioner(theirs, _elementwise_support(os_ours))
     assert _proposals(q.propose_partitions()) == _proposals(t.propose_partitions())
@@ -895,9 +951,7 @@ class Spellings(torch.nn.Module):
         return h, torch.eq(h, h), self.bn(self.conv(x.unsqueeze(-1))), torch.floor_divide(x, 2)
 
 
-@pytest.mark.parametrize('which', [pytest.param('spellings', marks=xfail2('NormalizeArgs normalizes some call '
-                                                                          'spellings differently')),
-                                   'resnet18'])
+@pytest.mark.parametrize('which', ['spellings', 'resnet18'])
 def test_normalize_matches_torch_fx(which, resnet):
     from fxcpp.experimental.normalize import NormalizeArgs, NormalizeOperators
     from fxcpp.experimental.schema_type_annotation import AnnotateTypesWithSchema
@@ -958,7 +1012,6 @@ class NodeRhs(torch.nn.Module):
         return torch.matmul(b, w), torch.matmul(x, w)  # the last one depends on the first
 
 
-@xfail2('generates other code for the merged graph')
 def test_merge_matmul_matches_torch_fx():
     from fxcpp.experimental.merge_matmul import merge_matmul
     from torch.fx.experimental.merge_matmul import merge_matmul as torch_merge_matmul

@@ -5,8 +5,10 @@ or other such nodes, and pure), moves them into a separate constant subgraph, an
 :class:`FoldedGraphModule` that runs that subgraph once, on its first call or on
 ``run_folding()``, and from then on reads the folded values from attributes.
 
-torch.fx 1.13's results (same code, same ``node.meta`` copies, ``skip_folding_node_fn`` called on
-the same nodes in the same order), computed by fxcpp: one pass marks the constant ops, the split
+The installed torch.fx's results (same code, same ``node.meta`` copies, ``skip_folding_node_fn``
+called on the same nodes in the same order; on 2.x the getitems of the inlined submodule's tuple
+read its elements and a module whose every op is constant is folded whole, where 1.13 raises
+AttributeError: ``_torch_compat.CONST_FOLD_*``), computed by fxcpp: one pass marks the constant ops, the split
 is the core's ``split_module`` pass (``_C._split_module``), the constant graph reads its inputs
 with ``get_attr`` and the live partition is inlined with the core's ``graph_copy``. A torch.fx
 GraphModule is converted with ``fxcpp.from_torch_fx`` (``meta`` shared); its
@@ -19,7 +21,7 @@ import torch
 import torch.fx
 from torch.fx.experimental.const_fold import get_unique_attr_name_in_module
 
-from .. import _C
+from .. import _C, _torch_compat
 from ..graph import Graph
 from ..graph_module import GraphModule, _assign_attr
 from ..interop import from_torch_fx
@@ -125,14 +127,17 @@ def split_const_subgraphs(
     # 2. split into the constant partition ('0') and the rest ('1'), numbered by first appearance
     first = ids[0] if ids else 0
     keys = ['0', '1'] if first == 0 else ['1', '0']
-    if len(set(ids)) < 2:
-        # torch.fx reads split.submod_1, which does not exist when every op is constant
-        raise AttributeError("'GraphModule' object has no attribute 'submod_1'")
+    all_constant = len(set(ids)) < 2
+    if all_constant:
+        if not _torch_compat.CONST_FOLD_ALL_CONSTANT:
+            # torch.fx 1.13 reads split.submod_1, which does not exist when every op is constant
+            raise AttributeError("'GraphModule' object has no attribute 'submod_1'")
+        keys = ['0']
     if first != 0:
         ids = [1 - i for i in ids]
     names = ['submod_' + k for k in keys]
-    const_p, live_p = keys.index('0'), keys.index('1')
-    parts = [Graph(), Graph()]
+    const_p, live_p = keys.index('0'), (None if all_constant else keys.index('1'))
+    parts = [Graph() for _ in keys]
     top = Graph()
     _, module_calls, get_attrs = _C._split_module(graph, ids, names, parts, top, operator.getitem, False)
 
@@ -148,7 +153,7 @@ def split_const_subgraphs(
         _assign_attr(_resolve(gm, target, f"Operator target {target} not found!"), root, target.replace('.', '_'))
 
     # 3. the constant graph reads its inputs with get_attr instead of taking them as arguments
-    const_graph, live_graph = parts[const_p], parts[live_p]
+    const_graph = parts[const_p]
     call_const = call_live = None
     for node in top.nodes:
         if node.op == 'call_module':
@@ -184,6 +189,18 @@ def split_const_subgraphs(
             top.erase_node(node)
 
     # 5. inline the live partition where the top graph calls it
+    if call_live is not None:
+        _inline(top, parts[live_p], call_live)
+    top._owning_module = root  # for the purity of call_module nodes; FoldedGraphModule owns it
+    try:
+        top.eliminate_dead_code()
+    finally:
+        top._owning_module = None
+    return FoldedGraphModule(root, top, const_graph, attrs_name, device_for_folded_attrs)
+
+
+def _inline(top: Graph, live_graph: Graph, call_live: Node) -> None:
+    """Replace ``call_live`` in ``top`` by a copy of ``live_graph`` (torch.fx's _inline_module)."""
     val_map = {}
     placeholders = []
     for node, arg in zip(live_graph.nodes, call_live.args):
@@ -195,10 +212,11 @@ def split_const_subgraphs(
         result = top.graph_copy(live_graph, val_map)
     for node, arg in placeholders:  # torch.fx's inlining gives the argument the input's meta
         arg.meta = node.meta.copy()
+    getitems = []
+    if _torch_compat.CONST_FOLD_INLINES_GETITEMS and isinstance(result, (list, tuple)):
+        getitems = [u for u in call_live.users
+                    if u.op == 'call_function' and u.target is operator.getitem and isinstance(u.args[1], int)]
     call_live.replace_all_uses_with(result)
-    top._owning_module = root  # for the purity of call_module nodes; FoldedGraphModule owns it
-    try:
-        top.eliminate_dead_code()
-    finally:
-        top._owning_module = None
-    return FoldedGraphModule(root, top, const_graph, attrs_name, device_for_folded_attrs)
+    for user in getitems:  # x = (a, b)[i] reads the element itself
+        user.replace_all_uses_with(result[user.args[1]])
+        top.erase_node(user)

@@ -29,6 +29,9 @@ from .schema_type_annotation import AnnotateTypesWithSchema
 
 __all__ = ['NormalizeArgs', 'NormalizeOperators']
 
+# fxcpp's nodes are torch.fx nodes on 1.13 only (torch.fx 2.x's Node has a C base): both count.
+_NODES = (Node, torch.fx.Node)
+
 
 class NormalizeArgs(Transformer):
     """Rewrite each call's arguments to match its target's signature (see the module docstring)::
@@ -46,7 +49,7 @@ class NormalizeArgs(Transformer):
         own_type = n.meta.get("type")  # torch.fx offers this for every node argument
 
         def type_of(a):
-            return own_type if isinstance(a, torch.fx.Node) else type(a)
+            return own_type if isinstance(a, _NODES) else type(a)
 
         arg_types = tuple(create_type_hint(t) for t in map_aggregate(n.args, type_of))
         kwarg_types = {k: type_of(v) for k, v in kwargs.items()}

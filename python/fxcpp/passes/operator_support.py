@@ -21,25 +21,28 @@ from torch.fx.passes.operator_support import (  # noqa: F401  (re-exported)
 from torch.fx.passes.shape_prop import TensorMetadata as _TorchTensorMetadata
 
 from .._compatibility import compatibility
+from ..node import Node
 from .shape_prop import TensorMetadata
 from .tools_common import CALLABLE_NODE_OPS, get_node_target
 
 __all__ = ['OperatorSupportBase', 'OperatorSupport', 'create_op_support', 'chain', 'OpSupports']
 
 _TENSOR_METADATA = (TensorMetadata, _TorchTensorMetadata)
+# fxcpp's nodes are torch.fx nodes on 1.13 only (torch.fx 2.x's Node has a C base): both count.
+_NODES = (Node, torch.fx.Node)
 
 
 def _get_arg_dtype(arg: torch.fx.Node) -> t.Any:
     """The dtype ShapeProp recorded for ``arg`` (``meta['type']`` when it recorded no
     TensorMetadata, as torch.fx)."""
-    assert isinstance(arg, torch.fx.Node)
+    assert isinstance(arg, _NODES)
     tm = arg.meta.get("tensor_meta")
     return tm.dtype if isinstance(tm, _TENSOR_METADATA) else arg.meta["type"]
 
 
 def _dtypes_ok(value, allowed) -> bool:
     """False only when ``value`` is a node whose dtype is not in ``allowed`` (None: any)."""
-    if allowed is None or not isinstance(value, torch.fx.Node):
+    if allowed is None or not isinstance(value, _NODES):
         return True
     return _get_arg_dtype(value) in allowed
 

@@ -1,5 +1,5 @@
 """fxcpp.passes.infra.partitioner: ``CapabilityBasedPartitioner`` (mirrors
-torch.fx.passes.infra.partitioner 1.13).
+torch.fx.passes.infra.partitioner; its proposals are 1.13's, see below).
 
 ``Partition`` is torch.fx's class, and ``CapabilityBasedPartitioner`` subclasses torch.fx's, so
 both pass ``isinstance`` checks against torch.fx. ``propose_partitions`` calls
@@ -16,6 +16,13 @@ dropped] in ``src/passes/partition.cpp``).
 ``fuse_partitions`` calls fxcpp's ``fuse_by_partitions``, so the fused submodules (``fused_<i>``)
 of an fxcpp module are fxcpp GraphModules.
 
+On torch 2.x the constructor takes 2.x's options and the partitioner offers 2.x's lazily built
+``dependency_viewer`` instead of ``dependency_map``; but the core proposes torch.fx 1.13's
+partitions (2.x merges independent partitions too and numbers them in a reverse walk), unless one
+of 2.x's options (``non_compute_ops``, ``allowed_single_node_partition_ops``,
+``skip_horizontal_fusion``) is given: then torch.fx's code proposes them, with the answers
+already collected.
+
 Differences: the partitioner does not build torch.fx's ``dependency_map`` when it is created;
 reading ``partitioner.dependency_map`` builds it then (torch.fx's value). ``is_node_supported``
 receives a fresh copy of one ``dict(graph_module.named_modules())`` taken when proposing starts
@@ -29,7 +36,7 @@ submodule) follows set iteration order, in both libraries.
 """
 import logging
 from collections import defaultdict
-from typing import Dict, List, Set
+from typing import Dict, List, Optional, Sequence, Set
 
 import torch.fx
 from torch.fx.node import _get_qualified_name
@@ -37,7 +44,7 @@ from torch.fx.passes.infra import partitioner as _torch_partitioner
 from torch.fx.passes.infra.partitioner import Partition, logger  # noqa: F401  (re-exported)
 from torch.fx.passes.operator_support import OperatorSupportBase
 
-from ... import _C
+from ... import _C, _torch_compat
 from ..utils.fuser_utils import fuse_by_partitions
 
 __all__ = ['Partition', 'CapabilityBasedPartitioner']
@@ -77,27 +84,53 @@ class CapabilityBasedPartitioner(_torch_partitioner.CapabilityBasedPartitioner):
     """Groups the nodes ``operator_support`` accepts into partitions without cyclic dependencies
     and fuses each into a submodule (see torch.fx's class)."""
 
-    def __init__(self, graph_module, operator_support, allows_single_node_partition: bool = False) -> None:
-        self.graph_module = graph_module
-        self.operator_support = operator_support
-        self.allows_single_node_partition = allows_single_node_partition
+    if _torch_compat.PARTITIONER_2X:
+        def __init__(self, graph_module, operator_support, allows_single_node_partition: bool = False,
+                     non_compute_ops: Optional[Sequence[str]] = None,
+                     allowed_single_node_partition_ops: Optional[Sequence[str]] = None,
+                     skip_horizontal_fusion: bool = False) -> None:
+            self.graph_module = graph_module
+            self.operator_support = operator_support
+            self.allows_single_node_partition = allows_single_node_partition
+            self.non_compute_ops = non_compute_ops if non_compute_ops is not None else []
+            self.allowed_single_node_partition_ops = (
+                allowed_single_node_partition_ops if allowed_single_node_partition_ops is not None else [])
+            self.skip_horizontal_fusion = skip_horizontal_fusion
 
-    @property
-    def dependency_map(self) -> Dict[torch.fx.Node, Set[torch.fx.Node]]:
-        """torch.fx's map from each node to all its ancestors, built on first use (quadratic)."""
-        dep = self.__dict__.get('_dependency_map')
-        if dep is None:
-            dep = defaultdict(set)
-            for node in self.graph_module.graph.nodes:
-                for input_node in node.all_input_nodes:
-                    dep[node].add(input_node)
-                    dep[node].update(dep[input_node])
-            self.__dict__['_dependency_map'] = dep
-        return dep
+        @property
+        def dependency_viewer(self):
+            """torch.fx 2.x's map from each node to all nodes downstream of it (its
+            ``_DependencyViewer``), built on first use (quadratic)."""
+            viewer = self.__dict__.get('_dependency_viewer')
+            if viewer is None:
+                viewer = self.__dict__['_dependency_viewer'] = _torch_partitioner._DependencyViewer(self.graph_module)
+            return viewer
 
-    @dependency_map.setter
-    def dependency_map(self, value) -> None:
-        self.__dict__['_dependency_map'] = value
+        @dependency_viewer.setter
+        def dependency_viewer(self, value) -> None:
+            self.__dict__['_dependency_viewer'] = value
+    else:
+        def __init__(self, graph_module, operator_support, allows_single_node_partition: bool = False) -> None:
+            self.graph_module = graph_module
+            self.operator_support = operator_support
+            self.allows_single_node_partition = allows_single_node_partition
+
+        @property
+        def dependency_map(self) -> Dict[torch.fx.Node, Set[torch.fx.Node]]:
+            """torch.fx's map from each node to all its ancestors, built on first use (quadratic)."""
+            dep = self.__dict__.get('_dependency_map')
+            if dep is None:
+                dep = defaultdict(set)
+                for node in self.graph_module.graph.nodes:
+                    for input_node in node.all_input_nodes:
+                        dep[node].add(input_node)
+                        dep[node].update(dep[input_node])
+                self.__dict__['_dependency_map'] = dep
+            return dep
+
+        @dependency_map.setter
+        def dependency_map(self, value) -> None:
+            self.__dict__['_dependency_map'] = value
 
     def propose_partitions(self) -> List[Partition]:
         gm = self.graph_module
@@ -120,10 +153,19 @@ class CapabilityBasedPartitioner(_torch_partitioner.CapabilityBasedPartitioner):
                     kinds.append(_target_kind(target, cache))
             else:
                 kinds.append(0)
-        parts, unnamed = _C._propose_partitions(graph, supported, kinds, bool(self.allows_single_node_partition))
-        if parts is None:  # not in topological order: torch.fx's code, replaying the answers
+        options_2x = {}
+        if _torch_compat.PARTITIONER_2X and (self.non_compute_ops or self.allowed_single_node_partition_ops
+                                             or self.skip_horizontal_fusion):
+            # 2.x's options, which the core does not know: torch.fx's code decides
+            options_2x = dict(non_compute_ops=self.non_compute_ops,
+                              allowed_single_node_partition_ops=self.allowed_single_node_partition_ops,
+                              skip_horizontal_fusion=self.skip_horizontal_fusion)
+            parts = None
+        else:
+            parts, unnamed = _C._propose_partitions(graph, supported, kinds, bool(self.allows_single_node_partition))
+        if parts is None:  # not in topological order (or 2.x's options): torch.fx's code, replaying the answers
             replay = _torch_partitioner.CapabilityBasedPartitioner(
-                gm, _Replay(supported), self.allows_single_node_partition)
+                gm, _Replay(supported), self.allows_single_node_partition, **options_2x)
             return replay.propose_partitions()
         logger.debug("Proposing partitions...")
         logger.debug("Reassigning getitem nodes to its producer node's partition...")
@@ -139,6 +181,11 @@ class CapabilityBasedPartitioner(_torch_partitioner.CapabilityBasedPartitioner):
                 logger.debug(f"partition #{partition.id}", [node.name for node in partition.nodes])
         return partitions
 
-    def fuse_partitions(self, partitions: List[Partition]):
-        logger.debug("Fusing partitions...")
-        return fuse_by_partitions(self.graph_module, [list(p.nodes) for p in partitions])
+    if _torch_compat.PARTITIONER_2X:
+        def fuse_partitions(self, partitions: List[Partition], prefix: str = "fused_"):
+            logger.debug("Fusing partitions...")
+            return fuse_by_partitions(self.graph_module, [list(p.nodes) for p in partitions], prefix=prefix)
+    else:
+        def fuse_partitions(self, partitions: List[Partition]):
+            logger.debug("Fusing partitions...")
+            return fuse_by_partitions(self.graph_module, [list(p.nodes) for p in partitions])

@@ -22,10 +22,10 @@ import torch.fx
 from torch.fx.passes.utils import fuser_utils as _torch_fuser_utils
 from torch.fx.passes.utils.fuser_utils import erase_nodes, insert_subgm, topo_sort  # noqa: F401
 
-from ... import _C
+from ... import _C, _torch_compat
 from ...graph import Graph
 from ...node import Node
-from ..tools_common import NodeList, legalize_graph
+from ..tools_common import NodeList, _stable_topological_sort, legalize_graph
 from .common import lift_subgraph_as_module
 
 __all__ = ['topo_sort', 'validate_partition', 'fuse_as_graphmodule', 'insert_subgm', 'erase_nodes',
@@ -94,14 +94,28 @@ def fuse_as_graphmodule(gm, nodes: NodeList, module_name: str) -> Tuple[object, 
     return fused, tuple(placeholders), tuple(escaping)
 
 
-def fuse_by_partitions(gm, partitions: List[NodeList]):
+def fuse_by_partitions(gm, partitions: List[NodeList], prefix: str = "fused_"):
     """Replace each partition (a list of nodes of ``gm``) with a call to a new submodule
-    ``fused_<i>`` holding its nodes, then re-sort ``gm``'s graph topologically."""
+    ``<prefix><i>`` holding its nodes, then re-sort ``gm``'s graph topologically (``prefix``:
+    torch.fx 2.x's option)."""
     if isinstance(gm, torch.fx.GraphModule):
+        if prefix != "fused_":
+            return _torch_fuser_utils.fuse_by_partitions(gm, partitions, prefix=prefix)
         return _torch_fuser_utils.fuse_by_partitions(gm, partitions)
+    if _torch_compat.FUSE_BY_PARTITIONS_2X:
+        # torch.fx 2.x: each call goes right after the partition's last node, and the graph is
+        # re-sorted stably (the getitems of a call's outputs stay where its users were)
+        for index, partition in enumerate(partitions):
+            ordered = topo_sort(list(partition))
+            fused, inputs, outputs = fuse_as_graphmodule(gm, ordered, f"{prefix}{index}")
+            insert_subgm(gm, fused, inputs, outputs, ordered[-1])
+            erase_nodes(gm, ordered)
+        _stable_topological_sort(gm)
+        gm.graph.lint()
+        return gm
     for index, partition in enumerate(partitions):
-        ordered = topo_sort(partition)
-        fused, inputs, outputs = fuse_as_graphmodule(gm, ordered, f"fused_{index}")
+        ordered = topo_sort(list(partition))
+        fused, inputs, outputs = fuse_as_graphmodule(gm, ordered, f"{prefix}{index}")
         insert_subgm(gm, fused, inputs, outputs)
         erase_nodes(gm, ordered)
     legalize_graph(gm)
