@@ -189,7 +189,21 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
   Target t = to_target(target, target_what(*op));
   Object ty = (type_expr && type_expr != Py_None) ? borrow_obj(type_expr) : Object();
   Node* n = g->create_node(*op, std::move(t), std::move(av), std::move(kv), nm, std::move(ty));
-  return wrap_node(n);
+  Ref w = Ref::steal(wrap_node(n));
+  if (w && helpers().create_node_hooks != Py_None) {
+    // torch.fx 2.x: the owning module's create-node hooks see the new node (Note [GraphModule
+    // node hooks] in graph.py); the attribute read keeps the call off graphs without an owner.
+    static PyObject* owner_key = check(PyUnicode_InternFromString("_owning_module"));
+    Ref owner = Ref::steal(PyObject_GetAttr(self, owner_key));
+    if (!owner) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return nullptr;
+      PyErr_Clear();
+    } else if (owner.get() != Py_None) {
+      Ref r = Ref::steal(PyObject_CallFunctionObjArgs(helpers().create_node_hooks, self, w.get(), nullptr));
+      if (!r) return nullptr;
+    }
+  }
+  return w.release();
 }
 
 PyObject* graph_erase_node(PyObject* self, PyObject* const* fargs, Py_ssize_t nargs, PyObject* kwnames) {
@@ -202,6 +216,17 @@ PyObject* graph_erase_node(PyObject* self, PyObject* const* fargs, Py_ssize_t na
   Node* n = reinterpret_cast<PyNode*>(node)->node;
   if (!n) return node_of(node), nullptr;
   Graph* g = graph_of(self);
+  if (helpers().erase_node_2x != Py_None) {
+    // torch.fx 2.x's checks, order and messages, and its erase-node hooks (Note [GraphModule
+    // node hooks] in graph.py); False: an erased node, which 2.x only warns about.
+    Ref go = Ref::steal(PyObject_CallFunctionObjArgs(helpers().erase_node_2x, self, node, nullptr));
+    if (!go) return nullptr;
+    int proceed = PyObject_IsTrue(go.get());
+    if (proceed < 0) return nullptr;
+    if (!proceed) Py_RETURN_NONE;
+    n = reinterpret_cast<PyNode*>(node)->node;  // a hook may have edited the graph
+    if (!n) return node_of(node), nullptr;
+  }
   if (n->graph() != g) {
     PyErr_SetString(PyExc_RuntimeError, "erase_node: the node does not belong to this graph");
     return nullptr;
