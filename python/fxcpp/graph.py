@@ -560,14 +560,15 @@ class Graph(*_torch_compat.graph_bases(_C.GraphBase)):
             ``is_impure_node(node)`` replaces ``Node.is_impure`` as the impurity test."""
             self.lint()
             impure_random = _torch_compat.dce_impure_random()
-            if is_impure_node is None and impure_random and not self._has_args_dependent_impurity():
+            if (is_impure_node is None and impure_random and not self._has_args_dependent_impurity()
+                    and not _owner_hooks(self, '_erase_node_hooks')):
                 changed = self._dce_core()  # the core's per-target impurity is Node.is_impure's here
             else:
                 if is_impure_node is None:
                     def is_impure_node(node):
                         return node.is_impure(impure_random)
                 changed = False
-                for node in reversed(self.nodes):
+                for node in reversed(self.nodes):  # erase_node: the erase-node hooks see each node
                     if not is_impure_node(node) and len(node.users) == 0:
                         self.erase_node(node)
                         changed = True

@@ -705,7 +705,10 @@ class {module_name}(torch.nn.Module):
             self._deepcopy_hooks.remove(f)
 
     def __copy__(self):
-        return GraphModule(self, self.graph)
+        res = GraphModule(self, self.graph)
+        if _torch_compat.FX_API_2:
+            res.meta = getattr(self, 'meta', {})  # torch.fx 2.x: the copy shares meta
+        return res
 
     @compatibility(is_backward_compatible=False)
     def print_readable(self, print_output: bool = True, include_stride: bool = False, include_device: bool = False,

@@ -160,6 +160,12 @@ SAME_TYPE_EXEMPT = {
         lambda call, r, o: isinstance(o, UnicodeEncodeError),
     'erased node refused (see STRICTER)':
         lambda call, r, o: 'erased' in str(o),
+    "node.op and node.target setters: fxcpp refuses the value (AttributeError: op is read-only; ValueError: a "
+    "target of the wrong kind; see STRICTER) where torch.fx 2.x's setter fails first, re-indexing the node in "
+    "its find_nodes table by (op, target) (TypeError for an unhashable value)":
+        lambda call, r, o: (call.startswith('set op') and isinstance(o, AttributeError)) or (
+            call.startswith('set target') and isinstance(r, TypeError) and 'unhashable' in str(r)
+            and isinstance(o, ValueError) and 'is expected' in str(o)),
     "erasing the graph's root sentinel: torch.fx 2.x unlinks nothing and fails on its find_nodes table "
     "(KeyError), fxcpp refuses it as no node of the graph (ValueError, see STRICTER)":
         lambda call, r, o: call == 'erase_node' and isinstance(r, KeyError) and isinstance(o, ValueError)
@@ -474,6 +480,10 @@ def _check(call, fn, compare_state=True):
     assert _canon(ours[1]) == _canon(ref[1]), call
     if compare_state:
         so, sr = _state(co), _state(cr)
+        if co.log or cr.log:
+            # printing the graph made a hostile object edit it (see '(graph edited mid-call)'): fxcpp
+            # refuses the edit while it prints (Note [Busy graphs]), torch.fx prints a half-edited graph
+            return
         # The generated code (entry 1) may differ only where torch.fx writes a string verbatim into code
         # that then does not compile and fxcpp escapes or refuses it (Note [Strings in generated code]).
         assert so == sr or (so[0] == sr[0] and so[2:] == sr[2:] and

@@ -219,7 +219,9 @@ def _hook_events(lib):
     cp.replace_input_with(nodes['sum_1'], nodes['relu'])                         # replace
     nodes['relu'].name = 'relu_renamed'                                        # replace per user
     g.erase_node(cp)                                                           # erase
-    g.eliminate_dead_code()                                                    # (no hooks: not erase_node)
+    with g.inserting_before(out):
+        g.call_function(torch.abs, (neg,))                                     # create (dead)
+    g.eliminate_dead_code()                                                    # erase (the dead node)
     copied = copy.deepcopy(gm)                                                 # deepcopy
     events.append(('copy keeps hooks', [len(getattr(copied, a)) for a in
                                         ('_create_node_hooks', '_erase_node_hooks', '_replace_hooks',
@@ -669,6 +671,11 @@ def test_copy():
     assert_same_outputs(c(x), ours(x))
     r = ours._replicate_for_data_parallel()
     assert r._is_replica and r.code == ours.code
+    # meta: torch.fx 2.x's copy shares it, 1.13's starts afresh
+    for gm in (ref, ours):
+        gm.meta['k'] = [1]
+    cr, c = copy.copy(ref), copy.copy(ours)
+    assert (c.meta is ours.meta) == (cr.meta is ref.meta) and c.meta == cr.meta
 
 
 def test_pickle_roundtrip():
