@@ -224,10 +224,11 @@ class Node(*_torch_compat.node_bases(_C.NodeBase)):
                     replace_with.meta[k] = v
             m = self.graph._owning_module
             hooks = None if m is None else getattr(m, '_replace_hooks', None)
-            if replace_with is self or hooks:
+            if hooks or not isinstance(replace_with, _C.NodeBase) or replace_with is self:
                 # Per user, as torch.fx 2.x: the filter, then the replace hooks (Note [GraphModule node
-                # hooks] in graph.py), then the rewiring. Replacing a node by itself is accepted
-                # there (each chosen user re-registers its inputs; 1.13 asserted it had no users left).
+                # hooks] in graph.py), then the rewiring. A replacement that still uses this node
+                # (itself, or a container holding it) is accepted there: each chosen user re-registers
+                # its inputs (1.13, and the core's loop, assert that no user is left).
                 result = []
                 for user in [*self.users]:
                     if delete_user_cb is not None and not delete_user_cb(user):
