@@ -2,6 +2,7 @@
 #include <unordered_map>
 
 #include "bindings.h"
+#include "fxcpp/core/dialect.h"
 #include "fxcpp/passes/dce.h"
 #include "fxcpp/passes/lint.h"
 
@@ -151,8 +152,21 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
   std::optional<Op> op;
   if (PyUnicode_Check(op_o) && PyUnicode_IS_ASCII(op_o)) op = parse_op(utf8(op_o, "create_node op"));
   if (!op) return raise_fx_assertion("op", op_o);
-  if (args && args != Py_None && !PyTuple_Check(args)) return raise_fx_assertion("args", args);
-  if (kwargs && kwargs != Py_None && !PyDict_Check(kwargs)) return raise_fx_assertion("kwargs", kwargs);
+  // torch.fx 2.x takes any false args/kwargs ([], 0, '') as none (`if not args: args = ()`); 1.13
+  // only None. The dialect is the installed torch.fx's (set from _torch_compat.FX_DIALECT).
+  const bool empty_if_false = dialect() == Dialect::fx_2;
+  if (args && args != Py_None && !PyTuple_Check(args)) {
+    int truth = empty_if_false ? PyObject_IsTrue(args) : 1;
+    if (truth < 0) return nullptr;
+    if (truth) return raise_fx_assertion("args", args);
+    args = nullptr;
+  }
+  if (kwargs && kwargs != Py_None && !PyDict_Check(kwargs)) {
+    int truth = empty_if_false ? PyObject_IsTrue(kwargs) : 1;
+    if (truth < 0) return nullptr;
+    if (truth) return raise_fx_assertion("kwargs", kwargs);
+    kwargs = nullptr;
+  }
   bool str_target = PyUnicode_Check(target);
   bool ok = *op == Op::CallFunction ? PyCallable_Check(target) && !str_target : str_target;
   std::optional<std::string> nm;

@@ -160,6 +160,11 @@ SAME_TYPE_EXEMPT = {
         lambda call, r, o: isinstance(o, UnicodeEncodeError),
     'erased node refused (see STRICTER)':
         lambda call, r, o: 'erased' in str(o),
+    'the graph was edited in the middle of the call: fxcpp refuses the edit while it prints, generates code '
+    "or copies (RuntimeError, Note [Busy graphs]) where torch.fx's tables of the nodes it started with go "
+    'stale (KeyError, ...)':
+        lambda call, r, o: call.endswith('(graph edited mid-call)') and isinstance(o, RuntimeError)
+        and 'cannot be edited while' in str(o),
     "node.op and node.target setters: fxcpp refuses the value (AttributeError: op is read-only; ValueError: a "
     "target of the wrong kind; see STRICTER) where torch.fx 2.x's setter fails first, re-indexing the node in "
     "its find_nodes table by (op, target) (TypeError for an unhashable value)":

@@ -673,6 +673,17 @@ def test_fixed_divergences():
     for filtered in (False, True):
         same_outcome(lambda: rauw_self(tfx, filtered), lambda: rauw_self(fx, filtered))
 
+    def falsy_args(lib, args, kwargs):
+        # torch.fx 2.x takes false args/kwargs of any type as none; 1.13 asserts the types
+        g = lib.Graph()
+        x = g.placeholder('x')
+        n = g.create_node('call_function', operator.add, args, kwargs)
+        g.output(n)
+        return n.args, dict(n.kwargs), [u.name for u in x.users]
+
+    for args, kwargs in (([], None), ((), 0), ('', {}), ([1], None), ((), [('k', 1)])):
+        same_outcome(lambda: falsy_args(tfx, args, kwargs), lambda: falsy_args(fx, args, kwargs))
+
     def dce_call_module(lib):
         g = lib.Graph()
         x = g.placeholder('x')
