@@ -786,8 +786,9 @@ def _keyword_params(fn):
 # fxcpp calls them on the same events: create_node and erase_node are C methods that call up
 # into the helpers below (only on 2.x, _torch_compat.FX_API_2; on 1.13 the helpers are None
 # and nothing is called, as torch.fx 1.13 has no hooks); node_copy, graph_copy and
-# replace_all_uses_with call them from Python. One difference: torch.fx calls a create-node
-# hook before it links the node into the list, fxcpp right after.
+# replace_all_uses_with call them from Python, and eliminate_dead_code erases through
+# erase_node (not the core's pass) while erase-node hooks are registered. One difference:
+# torch.fx calls a create-node hook before it links the node into the list, fxcpp right after.
 
 def _owner_hooks(graph, attr):
     """The owning module's hook list ``attr`` of ``graph`` (None/empty when none)."""
