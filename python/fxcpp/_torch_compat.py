@@ -108,6 +108,20 @@ def fx_wrapped_methods():
 TO_FOLDER_LOAD_MODULE_ARGS = ', weights_only=False' if TORCH_VERSION >= (2, 6) else ''
 
 
+#: torch.fx 2.x's to_folder assigns submodules and parameters as ``setattr(self, 'name', ...)``
+#: (any attribute name stays valid Python); 1.13 writes ``self.name = ...``.
+TO_FOLDER_SETATTR = TORCH_VERSION >= (2, 0)
+
+
+#: Graph.lint warns about a get_attr whose target is no module, parameter or buffer (a plain
+#: tensor attribute) and stops descending there: torch.fx 1.13; 2.x accepts it silently.
+LINT_WARNS_ON_PLAIN_GET_ATTR = TORCH_VERSION < (2, 0)
+
+
+#: _PyTreeCodeGen as torch.fx 2.x has it (Note [Pytree codegen on 2.x] in graph.py); 1.13's otherwise.
+PYTREE_CODEGEN_2X = FX_DIALECT == '2'
+
+
 def _fx_inplace_wrapper():
     """torch.fx.passes.infra.pass_manager.inplace_wrapper: in 1.13, removed in 2.x."""
     from torch.fx.passes.infra import pass_manager

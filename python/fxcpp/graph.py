@@ -239,19 +239,63 @@ class _PyTreeCodeGen(CodeGen):
         super().__init__()
         self.pytree_info: _PyTreeInfo = pytree_info
 
-    def process_inputs(self, *inputs: Any) -> Any:
-        flat_args, _ = pytree.tree_flatten(inputs)
-        return flat_args
+    if _torch_compat.PYTREE_CODEGEN_2X:
+        # Note [Pytree codegen on 2.x]: torch.fx 2.x flattens inputs as (args, kwargs) when the
+        # input spec is one (the keyword arguments by name), writes annotated placeholders on a
+        # line of their own before the flattening assignment, and takes a tuple as flat outputs.
+        def process_inputs(self, *inputs: Any) -> Any:
+            return pytree.arg_tree_leaves(*inputs)
 
-    def process_outputs(self, out: Any) -> Any:
-        if self.pytree_info is None:
-            return out
-        if not isinstance(out, list):
-            out = [out]
-        assert self.pytree_info.out_spec is not None
-        return pytree.tree_unflatten(out, self.pytree_info.out_spec)
+        def process_outputs(self, out: Any) -> Any:
+            if self.pytree_info is None or self.pytree_info.out_spec is None:
+                return out
+            if not isinstance(out, (list, tuple)):
+                out = [out]
+            return pytree.tree_unflatten(out, self.pytree_info.out_spec)
 
-    def gen_fn_def(self, free_vars, maybe_return_annotation):
+        def gen_fn_def(self, free_vars, maybe_return_annotation, *, expanded_def: bool = False):
+            if self.pytree_info is None:
+                return super().gen_fn_def(free_vars, maybe_return_annotation, expanded_def=expanded_def)
+            orig_args = self.pytree_info.orig_args
+            if orig_args and orig_args[0] == 'self':
+                free_vars.insert(0, 'self')
+            fn_def = super().gen_fn_def(orig_args[:], maybe_return_annotation, expanded_def=expanded_def)
+            if free_vars:
+                fn_def += self._flatten_inputs(orig_args, free_vars, expanded_def)
+            return fn_def
+
+        def _flatten_inputs(self, orig_args, free_vars, expanded_def):
+            """The lines after ``def forward(...)`` binding the placeholders from the inputs."""
+            spec = self.pytree_info.in_spec
+            source = f"[{', '.join(orig_args)}], self._in_spec"
+            if (spec.type is tuple and spec.num_children == 2 and spec.child(0).type is tuple
+                    and spec.child(1).type is dict):
+                npos = spec.child(0).num_children
+                kwargs = ', '.join(f"'{k}':{v}" for k, v in zip(spec.child(1).context, orig_args[npos:]))
+                source = f"([{', '.join(orig_args[:npos])}], {{{kwargs}}}), self._in_spec"
+            annotated = [v for v in free_vars if ':' in v]
+            lines = ''
+            if annotated:  # `a: T, b = f()` is no Python: the annotations go first
+                lines = '\n    ' + ('\n    '.join(annotated) if expanded_def else '; '.join(annotated) + ';\n')
+            names = ', '.join(v.split(':')[0].split('#')[0] for v in free_vars)
+            return lines + f"\n    {names}, = fx_pytree.tree_flatten_spec({source})"
+    else:
+        def process_inputs(self, *inputs: Any) -> Any:
+            flat_args, _ = pytree.tree_flatten(inputs)
+            return flat_args
+
+        def process_outputs(self, out: Any) -> Any:
+            if self.pytree_info is None:
+                return out
+            if not isinstance(out, list):
+                out = [out]
+            assert self.pytree_info.out_spec is not None
+            return pytree.tree_unflatten(out, self.pytree_info.out_spec)
+
+        def gen_fn_def(self, free_vars, maybe_return_annotation):
+            return self._gen_fn_def_1_13(free_vars, maybe_return_annotation)
+
+    def _gen_fn_def_1_13(self, free_vars, maybe_return_annotation):
         if self.pytree_info is None:
             return super().gen_fn_def(free_vars, maybe_return_annotation)
         function_args = self.pytree_info.orig_args
@@ -335,6 +379,13 @@ class Graph(*_torch_compat.graph_bases(_C.GraphBase)):
         g = Graph(tracer_cls=self._tracer_cls)
         output_vals = g.graph_copy(self, val_map=memo, return_output_node=True)
         g._codegen = copy.deepcopy(self._codegen)
+        if _torch_compat.FX_API_2:
+            # torch.fx 2.x copies a graph without an output node too, and the output node's meta
+            if output_vals is not None:
+                output_val, old_output_node = output_vals
+                new_output_node = g.output(output_val, type_expr=getattr(old_output_node, 'type', None))
+                new_output_node.meta = copy.copy(old_output_node.meta)
+            return g
         assert isinstance(output_vals, tuple)
         output_val, old_output_val = output_vals
         g.output(output_val, type_expr=getattr(old_output_val, 'type', None))
@@ -368,8 +419,31 @@ class Graph(*_torch_compat.graph_bases(_C.GraphBase)):
     def node_copy(self, node: Node, arg_transform: Callable[[Node], 'Argument'] = lambda x: x) -> Node:
         """Copy ``node`` into this graph, mapping its Node arguments through ``arg_transform``."""
         if arg_transform is _NODE_COPY_IDENTITY:
-            return self._node_copy(node)
-        return self._node_copy(node, arg_transform)
+            n = self._node_copy(node)
+        elif _torch_compat.FX_API_2 and not callable(arg_transform):
+            # torch.fx 2.x does not check the transform first (1.13: AssertionError): calling it
+            # on a Node argument fails, as there ("'tuple' object is not callable")
+            n = self._node_copy(node, lambda a: arg_transform(a))
+        else:
+            n = self._node_copy(node, arg_transform)
+        if self._owning_module is not None and _torch_compat.FX_API_2:
+            _fire_create_node_hooks(self, n)  # Note [GraphModule node hooks]
+        return n
+
+    if _torch_compat.FX_API_2:
+        @compatibility(is_backward_compatible=True)
+        def graph_copy(self, g: 'Graph', val_map: Dict[Node, Node], return_output_node=False) -> 'Optional[Argument]':
+            """Copy all nodes of ``g`` into this graph (``val_map`` maps ``g``'s nodes to the copies and
+            may be pre-seeded); returns the copy of ``g``'s output value (and ``g``'s output node with
+            ``return_output_node``). The owning module's create-node hooks see each copy."""
+            if not _owner_hooks(self, '_create_node_hooks'):
+                return _C.GraphBase.graph_copy(self, g, val_map, return_output_node)
+            before = set(self.nodes)
+            try:
+                return _C.GraphBase.graph_copy(self, g, val_map, return_output_node)
+            finally:
+                for n in [n for n in self.nodes if n not in before]:
+                    _fire_create_node_hooks(self, n)  # Note [GraphModule node hooks]
 
     @compatibility(is_backward_compatible=True)
     def placeholder(self, name: str, type_expr: Optional[Any] = None,
@@ -514,7 +588,8 @@ class Graph(*_torch_compat.graph_bases(_C.GraphBase)):
                 if op == "call_module" and not isinstance(nxt, torch.nn.Module):
                     raise RuntimeError(f'Node {node} target {node.target} {atom} of {seen} does '
                                        'not reference an nn.Module')
-                if (op == "get_attr" and not isinstance(nxt, (torch.nn.Module, torch.nn.Parameter))
+                if (op == "get_attr" and _torch_compat.LINT_WARNS_ON_PLAIN_GET_ATTR
+                        and not isinstance(nxt, (torch.nn.Module, torch.nn.Parameter))
                         and atom not in itr._buffers):
                     warnings.warn(f'Node {node} target {node.target} {atom} of {seen} does '
                                   'not reference an nn.Module, nn.Parameter, or buffer, which is '
@@ -531,14 +606,15 @@ class Graph(*_torch_compat.graph_bases(_C.GraphBase)):
             ``is_impure_node(node)`` replaces ``Node.is_impure`` as the impurity test."""
             self.lint()
             impure_random = _torch_compat.dce_impure_random()
-            if is_impure_node is None and impure_random and not self._has_args_dependent_impurity():
+            if (is_impure_node is None and impure_random and not self._has_args_dependent_impurity()
+                    and not _owner_hooks(self, '_erase_node_hooks')):
                 changed = self._dce_core()  # the core's per-target impurity is Node.is_impure's here
             else:
                 if is_impure_node is None:
                     def is_impure_node(node):
                         return node.is_impure(impure_random)
                 changed = False
-                for node in reversed(self.nodes):
+                for node in reversed(self.nodes):  # erase_node: the erase-node hooks see each node
                     if not is_impure_node(node) and len(node.users) == 0:
                         self.erase_node(node)
                         changed = True
@@ -744,6 +820,74 @@ def _keyword_params(fn):
         return []
 
 
+# Note [GraphModule node hooks]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# torch.fx 2.x's GraphModule keeps four hook lists (_create_node_hooks, _erase_node_hooks,
+# _replace_hooks, _deepcopy_hooks; _register_*_hook / _unregister_*_hook edit them) and its
+# Graph and Node call them: each new node of the owning module's graph (create_node, so
+# node_copy and graph_copy too) goes to every create-node hook, each node about to be erased
+# to every erase-node hook, and every use about to be rewired (replace_all_uses_with,
+# replace_input_with, renaming a used node) to every replace hook as
+# hook(old=node, new=new_name, user=user); a deep copy of the module goes to its deepcopy hooks.
+# fxcpp calls them on the same events: create_node and erase_node are C methods that call up
+# into the helpers below (only on 2.x, _torch_compat.FX_API_2; on 1.13 the helpers are None
+# and nothing is called, as torch.fx 1.13 has no hooks); node_copy, graph_copy and
+# replace_all_uses_with call them from Python, and eliminate_dead_code erases through
+# erase_node (not the core's pass) while erase-node hooks are registered. One difference:
+# torch.fx calls a create-node hook before it links the node into the list, fxcpp right after.
+
+def _owner_hooks(graph, attr):
+    """The owning module's hook list ``attr`` of ``graph`` (None/empty when none)."""
+    m = graph._owning_module
+    return None if m is None else getattr(m, attr, None)
+
+
+def _fire_create_node_hooks(graph, node):
+    """Calls the create-node hooks of ``graph``'s owning module on the new ``node``."""
+    hooks = _owner_hooks(graph, '_create_node_hooks')
+    if hooks:
+        for f in hooks:
+            f(node)
+
+
+def _erase_node_2x(graph, node):
+    """torch.fx 2.x's erase_node checks, in its order, then the erase-node hooks: True when the
+    node is to be unlinked, False for an already erased node (a warning, nothing else)."""
+    if len(node.users) > 0:
+        raise RuntimeError(f'Tried to erase Node {node} but it still had {len(node.users)} '
+                           f'users in the graph: {node.users}!')
+    if node.graph != graph:
+        raise RuntimeError(f'Attempting to remove {node} from wrong graph!')
+    if node._erased:
+        warnings.warn(f'erase_node({node}) on an already erased node')
+        return False
+    hooks = _owner_hooks(graph, '_erase_node_hooks')
+    if hooks:
+        for f in hooks:
+            f(node)
+    return True
+
+
+def _fire_replace_hooks(node, new_name, users):
+    """Calls the replace hooks of ``node``'s owning module for each of ``users``."""
+    hooks = _owner_hooks(node.graph, '_replace_hooks')
+    if hooks:
+        for user in users:
+            for f in hooks:
+                f(old=node, new=new_name, user=user)
+
+
+def _rename_2x(node, value):
+    """Node.name = value on 2.x: the replace hooks see each user first (a str is required then)."""
+    hooks = _owner_hooks(node.graph, '_replace_hooks')
+    if hooks:
+        if not isinstance(value, str):
+            raise AssertionError(f'Expected value to be str, got {type(value)}')
+        for user in node.users:
+            for f in hooks:
+                f(old=node, new=value, user=user)
+
+
 def _helper_table():
     """The helpers the bindings call (src/bindings/bindings.h, struct Helpers), by name."""
     # Generated code registers wrapped functions through torch.fx's own `wrap`
@@ -765,6 +909,10 @@ def _helper_table():
         '_meta_annotation': _meta_annotation,
         '_comment_parts': _comment_parts,
         '_keyword_params': _keyword_params,
+        # Note [GraphModule node hooks]: torch.fx 2.x only
+        '_create_node_hooks': _fire_create_node_hooks if _torch_compat.FX_API_2 else None,
+        '_erase_node_2x': _erase_node_2x if _torch_compat.FX_API_2 else None,
+        '_rename_2x': _rename_2x if _torch_compat.FX_API_2 else None,
     }
 
 

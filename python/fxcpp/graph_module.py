@@ -25,7 +25,7 @@ import traceback
 import types
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set, Tuple, Type, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple, Type, Union
 
 import torch
 import torch.fx
@@ -142,6 +142,20 @@ def _deserialize_graph_module(forward, body: Dict[Any, Any]) -> torch.nn.Module:
 # ---------------------------------------------------------------------------
 # Attribute copying helpers
 # ---------------------------------------------------------------------------
+
+def _to_folder_assign(tab, name, value_str, comment=''):
+    """A line of to_folder's ``__init__`` giving the module attribute ``name`` its value
+    (``comment``: text after it, from its ' #' on)."""
+    if _torch_compat.TO_FOLDER_SETATTR:
+        return f"{tab * 2}setattr(self, '{name}', {value_str}){comment}\n"
+    return f"{tab * 2}self.{name} = {value_str}{comment}\n"
+
+
+def _check_hook(f, kind):
+    """torch.fx 2.x's check of a node hook (its messages: a replace hook is called create_node's)."""
+    if not callable(f):
+        raise AssertionError(f'{kind} hook must be a callable.')
+
 
 _module_setattr = torch.nn.Module.__setattr__
 
@@ -380,6 +394,14 @@ class GraphModule(torch.nn.Module):
 
         # free-form metadata attached by users / passes
         self.meta: Dict[str, Any] = {}
+        if _torch_compat.FX_API_2:
+            # torch.fx 2.x's node hooks (Note [GraphModule node hooks] in graph.py) and the
+            # ShapeEnv slot its symbolic-shape passes fill.
+            self._replace_hooks: List[Callable[..., object]] = []
+            self._create_node_hooks: List[Callable[['Node'], object]] = []
+            self._erase_node_hooks: List[Callable[['Node'], object]] = []
+            self._deepcopy_hooks: List[Callable[['GraphModule'], object]] = []
+            self.shape_env = None
 
     # TorchScript cannot compile the graph setter (pytorch/pytorch#44842);
     # it is not meant to be used from TorchScript anyway.
@@ -431,6 +453,7 @@ class {module_name}(torch.nn.Module):
 
         blobified_modules = []
         for child_name, child in self.named_children():
+            child_comment = ''
             if type(child) in safe_reprs:
                 child_str = repr(child)
             else:
@@ -438,9 +461,9 @@ class {module_name}(torch.nn.Module):
                 torch.save(child, child_file)
                 blobified_modules.append(child_name)
                 child_repr = repr(child).replace('\r', ' ').replace('\n', ' ')
-                child_str = (f"torch.load(r'{child_file}'{_torch_compat.TO_FOLDER_LOAD_MODULE_ARGS})"
-                             f" # {child_repr}")
-            lines.append(f"{tab * 2}self.{child_name} = {child_str}\n")
+                child_str = f"torch.load(r'{child_file}'{_torch_compat.TO_FOLDER_LOAD_MODULE_ARGS})"
+                child_comment = f" # {child_repr}"
+            lines.append(_to_folder_assign(tab, child_name, child_str, child_comment))
 
         for buffer_name, buffer in self._buffers.items():
             if buffer is None:
@@ -451,8 +474,8 @@ class {module_name}(torch.nn.Module):
         for param_name, param in self._parameters.items():
             if param is None:
                 continue
-            lines.append(f"{tab * 2}self.{param_name} = torch.nn.Parameter("
-                         f"torch.empty({list(param.shape)}, dtype={param.dtype}))\n")
+            lines.append(_to_folder_assign(tab, param_name, "torch.nn.Parameter("
+                                           f"torch.empty({list(param.shape)}, dtype={param.dtype}))"))
 
         lines.append(f"{tab * 2}self.load_state_dict(torch.load(r'{folder}/state_dict.pt'))\n")
         lines.append(f"{_addindent(self.code, 4)}\n")
@@ -626,10 +649,72 @@ class {module_name}(torch.nn.Module):
     def __deepcopy__(self, memo):
         fake_mod = torch.nn.Module()
         fake_mod.__dict__ = copy.deepcopy(self.__dict__)
-        return GraphModule(fake_mod, fake_mod.__dict__['_graph'])
+        res = GraphModule(fake_mod, fake_mod.__dict__['_graph'])
+        if _torch_compat.FX_API_2:
+            # torch.fx 2.x keeps the node hooks and meta, then calls the deepcopy hooks on the copy.
+            for attr in ('_replace_hooks', '_create_node_hooks', '_erase_node_hooks', '_deepcopy_hooks'):
+                if attr in fake_mod.__dict__:
+                    setattr(res, attr, fake_mod.__dict__[attr])
+            res.meta = fake_mod.__dict__.get('meta', {})
+            for hook in getattr(self, '_deepcopy_hooks', ()):
+                hook(res)
+        return res
+
+    if _torch_compat.FX_API_2:
+        # torch.fx 2.x's node hook registry (Note [GraphModule node hooks] in graph.py).
+        @contextlib.contextmanager
+        def _set_replace_hook(self, f: Callable[..., object]) -> Iterator[None]:
+            """Calls ``f(old=node, new=new_name, user=user)`` for each use rewired or renamed
+            while the context is open."""
+            if not callable(f):
+                raise AssertionError('Replace hook must be a callable.')
+            self._register_replace_node_hook(f)
+            try:
+                yield
+            finally:
+                self._unregister_replace_node_hook(f)
+
+        def _register_replace_node_hook(self, f: Callable[..., object]) -> None:
+            """Calls ``f(old=node, new=new_name, user=user)`` for each use rewired or renamed."""
+            _check_hook(f, 'create_node')
+            self._replace_hooks.append(f)
+
+        def _unregister_replace_node_hook(self, f: Callable[..., object]) -> None:
+            _check_hook(f, 'create_node')
+            self._replace_hooks.remove(f)
+
+        def _register_create_node_hook(self, f: Callable[['Node'], object]) -> None:
+            """Calls ``f(node)`` for each node created in this module's graph."""
+            _check_hook(f, 'create_node')
+            self._create_node_hooks.append(f)
+
+        def _unregister_create_node_hook(self, f: Callable[['Node'], object]) -> None:
+            _check_hook(f, 'create_node')
+            self._create_node_hooks.remove(f)
+
+        def _register_erase_node_hook(self, f: Callable[['Node'], object]) -> None:
+            """Calls ``f(node)`` for each node about to be erased from this module's graph."""
+            _check_hook(f, 'erase_node')
+            self._erase_node_hooks.append(f)
+
+        def _unregister_erase_node_hook(self, f: Callable[['Node'], object]) -> None:
+            _check_hook(f, 'erase_node')
+            self._erase_node_hooks.remove(f)
+
+        def _register_deepcopy_hook(self, f: Callable[['GraphModule'], object]) -> None:
+            """Calls ``f(copy)`` on each deep copy of this module."""
+            _check_hook(f, 'deepcopy')
+            self._deepcopy_hooks.append(f)
+
+        def _unregister_deepcopy_hook(self, f: Callable[['GraphModule'], object]) -> None:
+            _check_hook(f, 'deepcopy')
+            self._deepcopy_hooks.remove(f)
 
     def __copy__(self):
-        return GraphModule(self, self.graph)
+        res = GraphModule(self, self.graph)
+        if _torch_compat.FX_API_2:
+            res.meta = getattr(self, 'meta', {})  # torch.fx 2.x: the copy shares meta
+        return res
 
     @compatibility(is_backward_compatible=False)
     def print_readable(self, print_output: bool = True, include_stride: bool = False, include_device: bool = False,

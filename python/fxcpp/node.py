@@ -222,9 +222,60 @@ class Node(*_torch_compat.node_bases(_C.NodeBase)):
                                          'but replace_with already has .meta keys')
                 for k, v in self.meta.items():
                     replace_with.meta[k] = v
+            m = self.graph._owning_module
+            hooks = None if m is None else getattr(m, '_replace_hooks', None)
+            if hooks or not isinstance(replace_with, _C.NodeBase) or replace_with is self:
+                # Per user, as torch.fx 2.x: the filter, then the replace hooks (Note [GraphModule node
+                # hooks] in graph.py), then the rewiring. A replacement that still uses this node
+                # (itself, or a container holding it) is accepted there: each chosen user re-registers
+                # its inputs (1.13, and the core's loop, assert that no user is left).
+                result = []
+                for user in [*self.users]:
+                    if delete_user_cb is not None and not delete_user_cb(user):
+                        continue
+                    result.append(user)
+                    if hooks:
+                        for f in hooks:
+                            f(old=self, new=replace_with.name, user=user)
+                    if not user._erased:  # a callback may have erased it
+                        _C.NodeBase.replace_input_with(user, self, replace_with)
+                return result
             if delete_user_cb is None:
                 return self._replace_all_uses_with(replace_with)
             return self._replace_all_uses_with(replace_with, delete_user_cb)
+
+        @compatibility(is_backward_compatible=True)
+        def format_node(self, placeholder_names: Optional[List[str]] = None,
+                        maybe_return_typename: Optional[List[str]] = None, *,
+                        include_tensor_metadata: bool = False) -> Optional[str]:
+            """This node's line of ``str(graph)`` (None for a placeholder when collecting
+            ``placeholder_names``). ``include_tensor_metadata`` (torch.fx 2.x): a call or module
+            node whose meta holds a (strided) tensor under "val", "tensor_meta" or "example_value"
+            is annotated with its dtype, shape, stride and device instead of its type."""
+            text = _C.NodeBase.format_node(self, placeholder_names, maybe_return_typename)
+            if not include_tensor_metadata or self.op in ('placeholder', 'get_attr', 'output'):
+                return text
+            meta = self.meta
+            val = meta.get('val', meta.get('tensor_meta', meta.get('example_value', None)))
+            if not isinstance(val, torch.Tensor) or val.layout in (torch.sparse_csc, torch.sparse_csr):
+                return text
+            shape = '[' + ', '.join(str(d) for d in val.shape) + ']'
+            stride = '[' + ', '.join(str(d) for d in val.stride()) + ']'
+            annotation = (f'Tensor "{_torch_compat.FX_DTYPE_ABBRS[val.dtype]}{shape}{stride}'
+                          f'{_torch_compat.fx_device_annotation(val.device)}"')
+            # as torch.fx writes it: the annotation replaces the type, with no space before [num_users=
+            head = f'%{self.name} : '
+            return head + annotation + text[text.index('[num_users=', len(head)):]
+
+        @compatibility(is_backward_compatible=True)
+        def replace_input_with(self, old_input: 'Node', new_input: 'Node') -> None:
+            """Replace every use of ``old_input`` among this node's arguments by ``new_input``
+            (the owning module's replace hooks see it first, Note [GraphModule node hooks])."""
+            m = self.graph._owning_module
+            if m is not None and getattr(m, '_replace_hooks', None):
+                for f in m._replace_hooks:
+                    f(old=old_input, new=new_input.name, user=self)
+            _C.NodeBase.replace_input_with(self, old_input, new_input)
 
         @compatibility(is_backward_compatible=True)
         def insert_arg(self, idx: int, arg: 'Argument') -> None:

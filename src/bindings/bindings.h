@@ -126,7 +126,7 @@ extern const std::function<std::string(const Node*)>* g_codegen_node_repr;
 /// python/fxcpp/graph.py's _install_helpers through `_C._set_classes`, which
 /// checks the dict against kHelperNames (py_object.cpp): a missing or unknown
 /// name fails `import fxcpp` saying which. Strong references, held for the
-/// process; every field is non-null once registered.
+/// process; every field is non-null once registered (the 2.x-only ones may be Py_None).
 struct Helpers {
   PyObject* type_repr = nullptr;         ///< _type_repr(annotation) -> str
   PyObject* target_info = nullptr;       ///< _target_info(callable) -> 6-tuple of per-callable facts
@@ -143,6 +143,11 @@ struct Helpers {
   PyObject* meta_annotation = nullptr;   ///< _meta_annotation(value, stride, device, colored) -> str | None
   PyObject* comment_parts = nullptr;     ///< _comment_parts(meta, additional_meta) -> (prefix, middle)
   PyObject* keyword_params = nullptr;    ///< _keyword_params(callable) -> names it accepts by keyword
+  // torch.fx 2.x's GraphModule node hooks (Note [GraphModule node hooks] in graph.py): Py_None
+  // on torch 1.13, whose torch.fx has none, and then not called.
+  PyObject* create_node_hooks = nullptr; ///< _create_node_hooks(graph, node): after create_node
+  PyObject* erase_node_2x = nullptr;     ///< _erase_node_2x(graph, node) -> bool: 2.x checks and hooks
+  PyObject* rename_2x = nullptr;         ///< _rename_2x(node, value): before node.name = value
 };
 /// The registered helpers. Throws PythonError (RuntimeError set) before the
 /// package registered them.

@@ -2,6 +2,7 @@
 #include <unordered_map>
 
 #include "bindings.h"
+#include "fxcpp/core/dialect.h"
 #include "fxcpp/passes/dce.h"
 #include "fxcpp/passes/lint.h"
 
@@ -151,8 +152,21 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
   std::optional<Op> op;
   if (PyUnicode_Check(op_o) && PyUnicode_IS_ASCII(op_o)) op = parse_op(utf8(op_o, "create_node op"));
   if (!op) return raise_fx_assertion("op", op_o);
-  if (args && args != Py_None && !PyTuple_Check(args)) return raise_fx_assertion("args", args);
-  if (kwargs && kwargs != Py_None && !PyDict_Check(kwargs)) return raise_fx_assertion("kwargs", kwargs);
+  // torch.fx 2.x takes any false args/kwargs ([], 0, '') as none (`if not args: args = ()`); 1.13
+  // only None. The dialect is the installed torch.fx's (set from _torch_compat.FX_DIALECT).
+  const bool empty_if_false = dialect() == Dialect::fx_2;
+  if (args && args != Py_None && !PyTuple_Check(args)) {
+    int truth = empty_if_false ? PyObject_IsTrue(args) : 1;
+    if (truth < 0) return nullptr;
+    if (truth) return raise_fx_assertion("args", args);
+    args = nullptr;
+  }
+  if (kwargs && kwargs != Py_None && !PyDict_Check(kwargs)) {
+    int truth = empty_if_false ? PyObject_IsTrue(kwargs) : 1;
+    if (truth < 0) return nullptr;
+    if (truth) return raise_fx_assertion("kwargs", kwargs);
+    kwargs = nullptr;
+  }
   bool str_target = PyUnicode_Check(target);
   bool ok = *op == Op::CallFunction ? PyCallable_Check(target) && !str_target : str_target;
   std::optional<std::string> nm;
@@ -189,7 +203,21 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
   Target t = to_target(target, target_what(*op));
   Object ty = (type_expr && type_expr != Py_None) ? borrow_obj(type_expr) : Object();
   Node* n = g->create_node(*op, std::move(t), std::move(av), std::move(kv), nm, std::move(ty));
-  return wrap_node(n);
+  Ref w = Ref::steal(wrap_node(n));
+  if (w && helpers().create_node_hooks != Py_None) {
+    // torch.fx 2.x: the owning module's create-node hooks see the new node (Note [GraphModule
+    // node hooks] in graph.py); the attribute read keeps the call off graphs without an owner.
+    static PyObject* owner_key = check(PyUnicode_InternFromString("_owning_module"));
+    Ref owner = Ref::steal(PyObject_GetAttr(self, owner_key));
+    if (!owner) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return nullptr;
+      PyErr_Clear();
+    } else if (owner.get() != Py_None) {
+      Ref r = Ref::steal(PyObject_CallFunctionObjArgs(helpers().create_node_hooks, self, w.get(), nullptr));
+      if (!r) return nullptr;
+    }
+  }
+  return w.release();
 }
 
 PyObject* graph_erase_node(PyObject* self, PyObject* const* fargs, Py_ssize_t nargs, PyObject* kwnames) {
@@ -202,6 +230,17 @@ PyObject* graph_erase_node(PyObject* self, PyObject* const* fargs, Py_ssize_t na
   Node* n = reinterpret_cast<PyNode*>(node)->node;
   if (!n) return node_of(node), nullptr;
   Graph* g = graph_of(self);
+  if (helpers().erase_node_2x != Py_None) {
+    // torch.fx 2.x's checks, order and messages, and its erase-node hooks (Note [GraphModule
+    // node hooks] in graph.py); False: an erased node, which 2.x only warns about.
+    Ref go = Ref::steal(PyObject_CallFunctionObjArgs(helpers().erase_node_2x, self, node, nullptr));
+    if (!go) return nullptr;
+    int proceed = PyObject_IsTrue(go.get());
+    if (proceed < 0) return nullptr;
+    if (!proceed) Py_RETURN_NONE;
+    n = reinterpret_cast<PyNode*>(node)->node;  // a hook may have edited the graph
+    if (!n) return node_of(node), nullptr;
+  }
   if (n->graph() != g) {
     PyErr_SetString(PyExc_RuntimeError, "erase_node: the node does not belong to this graph");
     return nullptr;

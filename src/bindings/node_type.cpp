@@ -177,6 +177,14 @@ int set_name(PyObject* self, PyObject* v, void*) {
     PyErr_SetString(PyExc_AttributeError, "cannot delete Node.name");
     return -1;
   }
+  if (helpers().rename_2x != Py_None) {
+    // torch.fx 2.x: the owning module's replace hooks see each user first (Note [GraphModule
+    // node hooks] in graph.py).
+    Ref r = Ref::steal(PyObject_CallFunctionObjArgs(helpers().rename_2x, self, v, nullptr));
+    if (!r) return -1;
+    n = live_node(self);
+    if (!n) return -1;
+  }
   n->set_name(utf8(v, "Node.name"));  // marks the name cache dirty
   return 0;
 }

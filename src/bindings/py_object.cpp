@@ -38,6 +38,9 @@ constexpr struct {
     {"_meta_annotation", &Helpers::meta_annotation},
     {"_comment_parts", &Helpers::comment_parts},
     {"_keyword_params", &Helpers::keyword_params},
+    {"_create_node_hooks", &Helpers::create_node_hooks},
+    {"_erase_node_2x", &Helpers::erase_node_2x},
+    {"_rename_2x", &Helpers::rename_2x},
 };
 }  // namespace
 

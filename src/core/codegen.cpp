@@ -703,11 +703,23 @@ class Generator {
           emit(r + ann + " = " + format_target(arg_repr(args[0]), args[1].as_string()));
           return;
         }
-        std::string& out = begin_assignment(node, ann);
-        out += gname;
-        out += '(';
-        format_args_to(out, args, 0, node.kwargs(), node);
-        out += ')';
+        if (fx2_) {
+          // torch.fx 2.x formats a call's arguments before the node's own name (which decides
+          // who keeps a name that two nodes share, or a node used before its definition).
+          args_text_.clear();
+          format_args_to(args_text_, args, 0, node.kwargs(), node);
+          std::string& out = begin_assignment(node, ann);
+          out += gname;
+          out += '(';
+          out += args_text_;
+          out += ')';
+        } else {
+          std::string& out = begin_assignment(node, ann);
+          out += gname;
+          out += '(';
+          format_args_to(out, args, 0, node.kwargs(), node);
+          out += ')';
+        }
         end_piece();
         if (o_.hooks.is_wrapped && o_.hooks.is_wrapped(node)) {
           bool seen = false;
@@ -851,6 +863,7 @@ class Generator {
   }
   std::string piece_;
   std::string scratch_;
+  std::string args_text_;  // a call_function's arguments, formatted first in Dialect::fx_2
   NodeNameFn node_name_fn_ = [this](const Node* n) { return node_repr(n); };
 
   // Per call_function target: its infix template, if any, and its global

@@ -45,9 +45,11 @@ KWARG_KEYS = ['a', 'b', 'dim', 'x', 'out', 'self', 'ñ']
 TYPES = [None, None, None, int, float, torch.Tensor, 'str', type(None), torch.Size]
 
 _ADDR = re.compile(r' at 0x[0-9a-fA-F]+')
+# an object's repr made a name (torch.fx 2.x's annotation of a non-type object): _torch_fx_graph_Graph_object_at_0x..._
+_NAME_ADDR = re.compile(r'_at_0x[0-9a-fA-F]+')
 
 
 def norm(text: str) -> str:
     """Normalize addresses and the library's module name so text compares across libraries."""
-    text = _ADDR.sub(' at 0xADDR', text)
-    return text.replace('torch.fx.', 'fxcpp.')
+    text = _NAME_ADDR.sub('_at_0xADDR', _ADDR.sub(' at 0xADDR', text))
+    return text.replace('torch.fx.', 'fxcpp.').replace('_torch_fx_', '_fxcpp_')

@@ -17,7 +17,7 @@ import torch
 import torch.fx as tfx
 
 import fxcpp
-from torch2 import NEW_API, TORCH2, xfail2
+from torch2 import TORCH2, xfail2
 
 LIBS = [tfx, fxcpp]
 
@@ -69,7 +69,7 @@ def _compare_signatures(ref, got, *, unbound):
         assert _same_default(r.default, g.default), (r.name, r.default, g.default)
 
 
-@pytest.mark.parametrize('cls_name', ['Graph', pytest.param('Node', marks=NEW_API)])
+@pytest.mark.parametrize('cls_name', ['Graph', 'Node'])
 def test_every_public_method_has_torch_fx_signature(cls_name):
     ref_cls = getattr(tfx, cls_name)
     got_cls = getattr(fxcpp, cls_name)
@@ -94,6 +94,32 @@ def test_every_public_method_has_torch_fx_signature(cls_name):
                 continue
             got_b = inspect.signature(getattr(inst_got, name))
             _compare_signatures(ref_b, got_b, unbound=False)
+
+
+@pytest.mark.skipif(not TORCH2, reason='format_node(include_tensor_metadata=) is torch.fx 2.x API')
+def test_format_node_include_tensor_metadata():
+    """Each node's line with and without tensor metadata, as torch.fx 2.x writes it (meta "val",
+    "tensor_meta" or "example_value"; strided tensors only; the type otherwise)."""
+    lines = []
+    for lib in (tfx, fxcpp):
+        g = lib.Graph()
+        x = g.placeholder('x', type_expr=torch.Tensor)
+        a = g.call_function(torch.relu, (x,), type_expr=torch.Tensor)
+        b = g.call_method('t', (a,))
+        c = g.call_module('m', (b,))
+        d = g.call_function(torch.add, (c, 1))
+        e = g.call_function(torch.neg, (d,))
+        f = g.get_attr('w')
+        g.output((e, f))
+        x.meta['val'] = a.meta['val'] = torch.zeros(2, 3)
+        b.meta['tensor_meta'] = torch.zeros(3, 2, dtype=torch.int64).t()
+        c.meta['example_value'] = torch.zeros(4, dtype=torch.bfloat16)
+        d.meta['val'] = torch.zeros(2, 2).to_sparse_csr()
+        e.meta['val'] = 3
+        f.meta['val'] = torch.zeros(1)
+        lines.append([(n.format_node(), n.format_node(include_tensor_metadata=True)) for n in g.nodes])
+    assert lines[1] == lines[0]
+    assert 'Tensor "f32[2, 3][3, 1]cpu"[num_users=1]' in lines[0][1][1]
 
 
 def _settable(obj, name):
@@ -363,9 +389,7 @@ def _lint_outcome(lib, build):
     _use_before_def, _other_graph_arg, _redefined_name,
     _retarget('get_attr', 'nope'), _retarget('call_module', 'b'), _retarget('call_module', 'l.weight.foo'),
     _retarget('call_module', 'l.nope'), _retarget('get_attr', 'l.weight'),
-    pytest.param(_plain_tensor_get_attr, marks=xfail2(
-        "lint warns that a get_attr of a plain tensor attribute \"does not reference an nn.Module, "
-        "nn.Parameter, or buffer\" (1.13 and fxcpp accept it silently)")),
+    _plain_tensor_get_attr,
     _no_longer_callable(True), _no_longer_callable(False), _two_problems,
 ], ids=lambda f: getattr(f, '__name__', 'case'))
 def test_lint_matches_torch_fx(build):

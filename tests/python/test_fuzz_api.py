@@ -1,5 +1,9 @@
 """Property-based fuzzing of fxcpp's public Python API, side by side with torch.fx.
 
+The reference is the installed torch.fx (1.13.1 on torch 1.13, 2.14.1 on torch 2.14), which
+fxcpp follows (python/fxcpp/_torch_compat.py); every deliberate difference from it is in the
+tables below, each with its reason.
+
 Every public method of Graph, Node, GraphModule, Tracer and Proxy is called
 with values drawn by hypothesis in every argument position: plausible values
 mixed with wrong types, non-ASCII and huge strings, huge and negative ints,
@@ -44,13 +48,7 @@ from hypothesis import strategies as st
 import fxcpp as fx
 from difftools import code_divergence_by_design
 from fuzz_strategies import FUNCS, norm
-from torch2 import TORCH2, xfail2
-
-# On torch 2.x a few of these fuzzers meet behaviour of torch.fx 2.14 that fxcpp does not follow yet
-# (issue 23): other exceptions for bad calls, and GraphModule construction details.
-FUZZ_2X = xfail2('differs from fxcpp where this fuzzer compares results exactly: other calls that raise or '
-                 'return (erase_node of a foreign node, node_copy with a non-callable transform, '
-                 'replace_all_uses_with(self)) and GraphModule details')
+from torch2 import TORCH2
 
 # hypothesis caches unicode tables in its home directory: keep it out of the tree
 set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), 'fxcpp-hypothesis'))
@@ -122,6 +120,10 @@ TORCH_FX_ONLY_RAISES = {
     'torch.fx recurses in Python once or twice per nesting level (map_aggregate) and hits the recursion '
     'limit on arguments a few hundred levels deep; fxcpp converts them in C':
         lambda call, r: call.startswith('deep') and isinstance(r, RecursionError),
+    "torch.fx 2.x generates a forward without a body (no `pass`) for a graph of placeholders only, a "
+    "torch.fx 2.x defect, and compiling it fails (IndentationError) when the GraphModule is built; fxcpp "
+    "writes the same text but compiles forward at its first call (lazy forward), which raises that error":
+        lambda call, r: call == 'GraphModule' and isinstance(r, IndentationError) and TORCH2,
     'the graph was edited in the middle of the call (by a hostile __repr__/__eq__/... or a callback): '
     "torch.fx's tables of the nodes it started with go stale (KeyError, ...); fxcpp handles the edit":
         lambda call, r: call.endswith('(graph edited mid-call)'),
@@ -158,6 +160,21 @@ SAME_TYPE_EXEMPT = {
         lambda call, r, o: isinstance(o, UnicodeEncodeError),
     'erased node refused (see STRICTER)':
         lambda call, r, o: 'erased' in str(o),
+    'the graph was edited in the middle of the call: fxcpp refuses the edit while it prints, generates code '
+    "or copies (RuntimeError, Note [Busy graphs]) where torch.fx's tables of the nodes it started with go "
+    'stale (KeyError, ...)':
+        lambda call, r, o: call.endswith('(graph edited mid-call)') and isinstance(o, RuntimeError)
+        and 'cannot be edited while' in str(o),
+    "node.op and node.target setters: fxcpp refuses the value (AttributeError: op is read-only; ValueError: a "
+    "target of the wrong kind; see STRICTER) where torch.fx 2.x's setter fails first, re-indexing the node in "
+    "its find_nodes table by (op, target) (TypeError for an unhashable value)":
+        lambda call, r, o: (call.startswith('set op') and isinstance(o, AttributeError)) or (
+            call.startswith('set target') and isinstance(r, TypeError) and 'unhashable' in str(r)
+            and isinstance(o, ValueError) and 'is expected' in str(o)),
+    "erasing the graph's root sentinel: torch.fx 2.x unlinks nothing and fails on its find_nodes table "
+    "(KeyError), fxcpp refuses it as no node of the graph (ValueError, see STRICTER)":
+        lambda call, r, o: call == 'erase_node' and isinstance(r, KeyError) and isinstance(o, ValueError)
+        and 'not in this graph' in str(o),
     "torch.fx 1.13's Proxy.__iter__ indexes the caller's bytecode by f_lasti // 2, wrong on CPython 3.11 "
     "(IndexError); fxcpp reads the instruction correctly and raises TraceError":
         lambda call, r, o: call.startswith('proxy iter') and isinstance(r, IndexError)
@@ -468,6 +485,10 @@ def _check(call, fn, compare_state=True):
     assert _canon(ours[1]) == _canon(ref[1]), call
     if compare_state:
         so, sr = _state(co), _state(cr)
+        if co.log or cr.log:
+            # printing the graph made a hostile object edit it (see '(graph edited mid-call)'): fxcpp
+            # refuses the edit while it prints (Note [Busy graphs]), torch.fx prints a half-edited graph
+            return
         # The generated code (entry 1) may differ only where torch.fx writes a string verbatim into code
         # that then does not compile and fxcpp escapes or refuses it (Note [Strings in generated code]).
         assert so == sr or (so[0] == sr[0] and so[2:] == sr[2:] and
@@ -505,13 +526,11 @@ def test_insertion_points(where, n, fn, args):
     _both(where, call)
 
 
-@FUZZ_2X
 @given(n=st.one_of(kind('node'), ANY, st.just(('root',))))
 def test_erase_node(n):
     _both('erase_node' + (' of erased' if n == ('erased',) else ''), lambda c: c.graph.erase_node(make(n, c)))
 
 
-@FUZZ_2X
 @given(n=st.one_of(kind('node'), ANY), transform=st.one_of(st.just(None), CALLBACKS, ANY),
        into_other=st.booleans())
 def test_node_copy(n, transform, into_other):
@@ -579,7 +598,6 @@ def test_node_moves(n, method, x):
     _both(method + (' on erased' if n == ('erased',) else ''), lambda c: getattr(make(n, c), method)(make(x, c)))
 
 
-@FUZZ_2X
 @given(n=kind('node'), w=st.one_of(kind('node'), ANY), cb=st.one_of(st.just(None), CALLBACKS, ANY))
 def test_replace_all_uses_with(n, w, cb):
     def call(c):
@@ -647,7 +665,6 @@ class _Root(torch.nn.Module):
         self.p = torch.nn.Parameter(torch.ones(2))
 
 
-@FUZZ_2X
 @given(root=st.one_of(st.just('module'), st.just('dict'), st.just(None), st.just(3)),
        graph=st.one_of(kind('graph'), ANY), class_name=st.one_of(kind('name'), ANY))
 def test_graph_module(root, graph, class_name):

@@ -34,7 +34,7 @@ import pytest
 import torch.fx as tfx
 
 import fxcpp as fx
-from torch2 import xfail2
+from torch2 import TORCH2
 from fuzz_strategies import CONSTANTS, FUNCS, KWARG_KEYS, NAMES, STR_TARGETS, TYPES, norm
 
 SEEDS = int(os.environ.get('FXCPP_FUZZ_SEEDS', '20'))
@@ -45,11 +45,13 @@ MAX_GRAPHS = 4
 
 # Note [Fuzzer allow-list]
 # ~~~~~~~~~~~~~~~~~~~~~~~~
-# Steps where fxcpp deliberately differs from torch.fx 1.13 because torch.fx's
-# behaviour is a defect. Each entry: kind -> (exception fxcpp raises, or None
-# where fxcpp returns normally, and the reason). These steps run on fxcpp
-# only; its graph must be unchanged afterwards. The README's known-differences
-# list cites this table.
+# The fuzzer compares fxcpp with the installed torch.fx, step by step: 1.13.1
+# on torch 1.13, 2.14.1 on torch 2.14 (fxcpp follows the installed release,
+# python/fxcpp/_torch_compat.py). Steps where fxcpp deliberately differs from
+# that torch.fx because torch.fx's behaviour is a defect are listed here. Each
+# entry: kind -> (exception fxcpp raises, or None where fxcpp returns normally,
+# and the reason). These steps run on fxcpp only; its graph must be unchanged
+# afterwards. The README's known-differences list cites this table.
 STRICTER = {
     'erased_as_argument': (
         RuntimeError,
@@ -69,6 +71,15 @@ STRICTER = {
         "torch.fx erases an erased node again: it decrements len(graph.nodes) a second time and relinks the "
         "node's stale neighbours, dropping any node inserted between them since (fxcpp: no effect)"),
 }
+
+# torch.fx 2.x fixed two of these defects the way fxcpp had: its erase_node refuses a node of
+# another graph (RuntimeError 'Attempting to remove z from wrong graph!') and only warns about an
+# already erased node. There fxcpp follows it (same exception and message, same warning), and the
+# fuzzer runs those steps on both libraries in lockstep like any other.
+FIXED_IN_TORCH_FX_2 = ('erase_from_other_graph', 'erase_erased')
+if TORCH2:
+    for _kind in FIXED_IN_TORCH_FX_2:
+        del STRICTER[_kind]
 
 # Steps skipped because torch.fx's result is undefined (it follows stale
 # links). fxcpp's behaviour is tested directly in test_stricter_cases_are_refused.
@@ -266,6 +277,8 @@ class Fuzzer:
             strict = 'erase_from_other_graph'
         elif n[0] == 'e':
             strict = 'erase_erased'
+        if strict not in STRICTER:
+            strict = None  # torch.fx 2.x: same behaviour, run in lockstep
 
         pair = [None, None]
 
@@ -332,7 +345,7 @@ class Fuzzer:
         n = self.pick_node()
         r = rng.random()
         if r < 0.1:
-            w = n  # itself: torch.fx asserts when users remain
+            w = n  # itself: torch.fx 1.13 asserts when users remain, 2.x re-registers them
         elif r < 0.2:
             w = ('c', rng.choice(CONSTANTS))
         else:
@@ -511,16 +524,11 @@ class Fuzzer:
             self.check(i, desc)
 
 
-@xfail2('differs from torch.fx 1.13 (which the lockstep fuzzer compares every step with) in printouts '
-        '("[num_users=N]"), generated code (dead values freed, verbose comments), names ("_unnamed" for an '
-        'empty name, "add_01" kept, counters), and accepts some edits 1.13 refused (deepcopy without an output)')
 @pytest.mark.parametrize('seed', range(FIRST_SEED, FIRST_SEED + SEEDS))
 def test_lockstep_edits(seed):
     Fuzzer(seed).run(STEPS)
 
 
-@xfail2("refuses erasing a node of another graph (RuntimeError: Attempting to remove z from wrong graph); "
-        "1.13 accepted it, which this test records")
 def test_stricter_cases_are_refused():
     """Each allow-listed divergence happens: torch.fx accepts, fxcpp raises the recorded exception."""
     import operator
@@ -542,7 +550,8 @@ def test_stricter_cases_are_refused():
         'erase_from_other_graph': lambda g, x, y, dead, other, z: g.erase_node(z),
         'erase_erased': lambda g, x, y, dead, other, z: g.erase_node(dead),
     }
-    assert set(cases) == set(STRICTER)
+    assert set(cases) == set(STRICTER) | (set(FIXED_IN_TORCH_FX_2) if TORCH2 else set())
+    cases = {k: v for k, v in cases.items() if k in STRICTER}
     for kind, fn in cases.items():
         g, *rest = setup(tfx)
         fn(g, *rest)  # torch.fx accepts it ...
@@ -559,6 +568,32 @@ def test_stricter_cases_are_refused():
         assert str(g) == before
         assert len(g.nodes) == len(list(g.nodes))
         g.lint()
+
+
+@pytest.mark.skipif(not TORCH2, reason='torch.fx 1.13 accepts both edits (see STRICTER)')
+def test_erase_steps_fixed_in_torch_fx_2_match():
+    """FIXED_IN_TORCH_FX_2: erasing a node of another graph raises what torch.fx 2.x raises, and
+    erasing an erased node warns as it does and changes nothing."""
+    import operator
+    from difftools import raises_same
+
+    def setup(lib):
+        g = lib.Graph()
+        x = g.placeholder('x')
+        dead = g.call_function(operator.neg, (x,))
+        g.erase_node(dead)
+        g.output(g.call_function(operator.add, (x, 1)))
+        other = lib.Graph()
+        return g, dead, other.placeholder('z'), other
+
+    (g_ref, _, z_ref, o_ref), (g_our, _, z_our, o_our) = setup(tfx), setup(fx)
+    raises_same(lambda: g_ref.erase_node(z_ref), lambda: g_our.erase_node(z_our))
+    assert str(g_our) == str(g_ref) and str(o_our) == str(o_ref)
+    for lib, (g, dead, _, _) in ((tfx, setup(tfx)), (fx, setup(fx))):
+        before = str(g)
+        with pytest.warns(UserWarning, match=r'^erase_node\(neg\) on an already erased node$'):
+            assert g.erase_node(dead) is None
+        assert str(g) == before and len(g.nodes) == len(list(g.nodes)) == 3
 
 
 def test_foreign_argument_of_freed_graph():
@@ -599,11 +634,13 @@ def test_insert_at_erased_node_uses_its_former_position():
     g.lint()
 
 
-@xfail2("accepts node.replace_all_uses_with(node) where 1.13 (and fxcpp) raise")
 def test_fixed_divergences():
     """Divergences the fuzzer found, fixed to match torch.fx (kept as direct regressions)."""
     import operator
     from difftools import raises_same
+
+    def same_outcome(fn_ref, fn_ours):
+        assert _outcome(fn_ours) == _outcome(fn_ref)
 
     def use_before_def(lib):
         g = lib.Graph()
@@ -620,13 +657,32 @@ def test_fixed_divergences():
 
     raises_same(lambda: use_before_def(tfx), lambda: use_before_def(fx))
 
-    def rauw_self(lib):
+    def rauw_self(lib, filtered):
+        # torch.fx 1.13 asserts that no user is left; 2.x re-registers each chosen user
         g = lib.Graph()
         x = g.placeholder('x')
-        g.output(g.call_function(operator.add, (x, 1)))
-        x.replace_all_uses_with(x)
+        a = g.call_function(operator.add, (x, 1))
+        b = g.call_function(operator.mul, (x, a))
+        g.output((a, b))
+        if filtered:
+            users = x.replace_all_uses_with(x, lambda u: u.name == 'add')
+        else:
+            users = x.replace_all_uses_with(x)
+        return users, [u.name for u in x.users], str(g)
 
-    raises_same(lambda: rauw_self(tfx), lambda: rauw_self(fx))
+    for filtered in (False, True):
+        same_outcome(lambda: rauw_self(tfx, filtered), lambda: rauw_self(fx, filtered))
+
+    def falsy_args(lib, args, kwargs):
+        # torch.fx 2.x takes false args/kwargs of any type as none; 1.13 asserts the types
+        g = lib.Graph()
+        x = g.placeholder('x')
+        n = g.create_node('call_function', operator.add, args, kwargs)
+        g.output(n)
+        return n.args, dict(n.kwargs), [u.name for u in x.users]
+
+    for args, kwargs in (([], None), ((), 0), ('', {}), ([1], None), ((), [('k', 1)])):
+        same_outcome(lambda: falsy_args(tfx, args, kwargs), lambda: falsy_args(fx, args, kwargs))
 
     def dce_call_module(lib):
         g = lib.Graph()

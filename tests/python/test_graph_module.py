@@ -172,8 +172,8 @@ def test_parent_installed_before_child():
         assert module_tree(gm) == [('', 'GraphModule'), ('inner', 'Module'), ('inner.lin', 'Linear')]
 
 
-@xfail2('GraphModule instances carry new attributes (_erase_node_hooks, _replace_hooks, _deepcopy_hooks, '
-        'shape_env, _prologue_start, ...)')
+@xfail2("GraphModule instances carry _lineno_map and _prologue_start (generated line -> node index, "
+        "from PythonCode), which fxcpp's code generation does not produce yet")
 def test_training_flag_and_class_name():
     root = Root().eval()
     _, ref, ours = pair(root, class_name='MyModule')
@@ -183,6 +183,92 @@ def test_training_flag_and_class_name():
     assert str(ours) == str(ref)
     assert ours.meta == {}
     assert set(ours.__dict__) == set(ref.__dict__)
+
+
+def _hook_events(lib):
+    """The same edits on a GraphModule of each library with every node hook registered: the
+    events the hooks saw, by node name, and what the registry calls raised."""
+    _, ref, ours = pair()
+    gm = ref if lib is tfx else ours
+    events = []
+
+    def on_create(n):
+        events.append(('create', n.op, n.name))
+
+    def on_erase(n):
+        events.append(('erase', n.name, n.graph is gm.graph))
+
+    def on_replace(old, new, user):
+        events.append(('replace', old.name, new, user.name))
+
+    def on_deepcopy(m):
+        events.append(('deepcopy', type(m).__name__, m is not gm))
+
+    gm._register_create_node_hook(on_create)
+    gm._register_erase_node_hook(on_erase)
+    gm._register_replace_node_hook(on_replace)
+    gm._register_deepcopy_hook(on_deepcopy)
+    g = gm.graph
+    nodes = {n.name: n for n in g.nodes}
+    out = nodes['output']
+    with g.inserting_before(out):
+        neg = g.call_function(torch.neg, (nodes['sum_1'],))                      # create
+        cp = g.node_copy(neg)                                                  # create (copy)
+        g.placeholder('extra')                                                 # create
+    nodes['sum_1'].replace_all_uses_with(neg, lambda u: u is not neg and u is not cp)  # replace per kept user
+    cp.replace_input_with(nodes['sum_1'], nodes['relu'])                         # replace
+    nodes['relu'].name = 'relu_renamed'                                        # replace per user
+    g.erase_node(cp)                                                           # erase
+    with g.inserting_before(out):
+        g.call_function(torch.abs, (neg,))                                     # create (dead)
+    g.eliminate_dead_code()                                                    # erase (the dead node)
+    copied = copy.deepcopy(gm)                                                 # deepcopy
+    events.append(('copy keeps hooks', [len(getattr(copied, a)) for a in
+                                        ('_create_node_hooks', '_erase_node_hooks', '_replace_hooks',
+                                         '_deepcopy_hooks')]))
+    gm._unregister_create_node_hook(on_create)
+    gm._unregister_erase_node_hook(on_erase)
+    gm._unregister_replace_node_hook(on_replace)
+    gm._unregister_deepcopy_hook(on_deepcopy)
+    with g.inserting_before(out):
+        g.erase_node(g.call_function(torch.neg, (neg,)))                      # no hooks left
+    with gm._set_replace_hook(on_replace):
+        neg.name = 'neg_renamed'
+    neg.name = 'neg_again'
+    problems = []
+    for call in (lambda: gm._register_create_node_hook(3), lambda: gm._register_erase_node_hook(None),
+                 lambda: gm._register_replace_node_hook('f'), lambda: gm._register_deepcopy_hook(1),
+                 lambda: gm._unregister_create_node_hook(on_create),
+                 lambda: gm._set_replace_hook(1).__enter__()):
+        try:
+            call()
+            problems.append(None)
+        except Exception as e:  # noqa: BLE001 - compared
+            problems.append((type(e).__name__, str(e)))
+    return events, problems, str(g)
+
+
+@pytest.mark.skipif(not TORCH2, reason='torch.fx 1.13 has no GraphModule node hooks')
+def test_node_hooks_fire_like_torch_fx():
+    """torch.fx 2.x's node hooks (Note [GraphModule node hooks]): registered and unregistered the
+    same way, called on the same events with the same arguments."""
+    ref, ours = _hook_events(tfx), _hook_events(fx)
+    assert ours == ref
+    assert {e[0] for e in ref[0]} >= {'create', 'erase', 'replace', 'deepcopy'}
+
+
+@pytest.mark.skipif(not TORCH2, reason='torch.fx 1.13 has no GraphModule node hooks')
+def test_node_hooks_see_graph_copy():
+    """graph_copy into a module's graph creates each node through the create-node hooks."""
+    seen = []
+    for lib in (tfx, fx):
+        _, ref, ours = pair()
+        gm = ref if lib is tfx else ours
+        names = []
+        gm._register_create_node_hook(lambda n: names.append(n.name))
+        gm.graph.graph_copy(build_graph(lib), {})
+        seen.append(names)
+    assert seen[1] == seen[0] and len(seen[0]) > 5
 
 
 def test_each_instance_has_own_class():
@@ -431,7 +517,6 @@ def test_exec_with_source_registers_source():
     assert fb._loader.get_source(co.co_filename) == src
 
 
-@xfail2('generates the pytree flattening line of forward differently')
 def test_pytree_codegen_specs():
     from fxcpp.graph import _PyTreeCodeGen as F_PT, _PyTreeInfo as F_PI
     from torch.fx.graph import _PyTreeCodeGen as T_PT, _PyTreeInfo as T_PI
@@ -561,6 +646,7 @@ def test_delete_all_unused_with_dangling_call_module():
 def test_deepcopy():
     _, ref, ours = pair(class_name='Named')
     ours.meta['k'] = 1
+    ref.meta['k'] = 1  # torch.fx 2.x's copy keeps meta, 1.13's starts afresh
     c = copy.deepcopy(ours)
     rc = copy.deepcopy(ref)
     assert isinstance(c, fx.GraphModule)
@@ -585,6 +671,11 @@ def test_copy():
     assert_same_outputs(c(x), ours(x))
     r = ours._replicate_for_data_parallel()
     assert r._is_replica and r.code == ours.code
+    # meta: torch.fx 2.x's copy shares it, 1.13's starts afresh
+    for gm in (ref, ours):
+        gm.meta['k'] = [1]
+    cr, c = copy.copy(ref), copy.copy(ours)
+    assert (c.meta is ours.meta) == (cr.meta is ref.meta) and c.meta == cr.meta
 
 
 def test_pickle_roundtrip():
@@ -646,7 +737,6 @@ def test_torch_package_roundtrip(tmp_path):
     assert_same_outputs(loaded(x), ours(x))
 
 
-@xfail2("to_folder writes setattr(self, 'name', ...) where torch.fx 1.13 and fxcpp write self.name = ...")
 def test_to_folder(tmp_path):
     _, ref, ours = pair()
     texts = []
@@ -671,7 +761,6 @@ def test_to_folder(tmp_path):
     assert texts[0] == texts[1]
 
 
-@xfail2("to_folder writes setattr(self, 'name', ...) where torch.fx 1.13 and fxcpp write self.name = ...")
 def test_to_folder_safe_reprs_and_params(tmp_path):
     for lib in (tfx, fx):
         g = lib.Graph()
@@ -697,7 +786,8 @@ def test_to_folder_safe_reprs_and_params(tmp_path):
         t = torch.randn(2, 3)
         assert torch.equal(mod.FxModule()(t), gm(t))
     assert text == ref_text
-    assert 'self.lin = Linear(in_features=3, out_features=3, bias=True)' in text
+    lin = 'Linear(in_features=3, out_features=3, bias=True)'
+    assert (f"setattr(self, 'lin', {lin})" if TORCH2 else f'self.lin = {lin}') in text
 
 
 # ---------------------------------------------------------------------------

@@ -21,8 +21,8 @@ def xfail2(what):
 
 
 #: Public API added in torch.fx 2.x.
-NEW_API = xfail2('has public API fxcpp does not have yet (python_code/print_readable and Node.format_node '
-                 'options, proxy.MetaProxy/Scope, _symbolic_trace helpers)')
+NEW_API = xfail2('has public API fxcpp does not have yet (python_code/print_readable options, '
+                 'proxy.MetaProxy/Scope, _symbolic_trace helpers)')
 
 
 #: torch.fx code run on fxcpp objects.
