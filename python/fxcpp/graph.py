@@ -156,6 +156,42 @@ def _expand_lineno_map(info) -> Optional[Dict[int, Optional[int]]]:
     return out
 
 
+class _LinenoMap(dict):
+    """A PythonCode's ``_lineno_map`` as a dict filled on first use (a GraphModule keeps one per
+    recompile, as torch.fx 2.x's does, without paying O(lines) in Python each time). Python-level
+    reads fill it; C code reading it as a plain dict before any Python read sees it empty."""
+    __slots__ = ('_code',)
+
+    def __init__(self, code: 'PythonCode'):
+        super().__init__()
+        self._code = code
+
+    def _fill(self):
+        code = self._code
+        if code is not None:
+            self._code = None
+            dict.update(self, code._lineno_map or {})
+
+    def _filled(name):  # noqa: N805 -- a method factory used in the class body
+        method = getattr(dict, name)
+
+        def run(self, *args, **kwargs):
+            self._fill()
+            return method(self, *args, **kwargs)
+        run.__name__ = name
+        return run
+
+    for _name in ('__getitem__', '__contains__', '__iter__', '__len__', '__eq__', '__ne__', '__repr__', 'get',
+                  'keys', 'values', 'items', 'copy', '__reduce_ex__', '__or__', '__ror__'):
+        locals()[_name] = _filled(_name)
+    del _name, _filled
+    __hash__ = None
+
+    def __bool__(self):
+        self._fill()
+        return dict.__len__(self) > 0
+
+
 def _python_code_of(result) -> 'PythonCode':
     """A PythonCode from the core's (src, globals, line info)."""
     src, globals_, (prologue_start, prologue_lines, body_lines, node_lines) = result

@@ -40,7 +40,7 @@ from . import _forward_builder, _torch_compat
 from ._forward_builder import (  # noqa: F401
     _EvalCacheLoader, _LazyForward, _exec_with_source, _forward_from_src, _loader)
 from ._compatibility import compatibility
-from .graph import Graph, PythonCode, _PyTreeCodeGen, _custom_builtins, _is_from_torch
+from .graph import Graph, PythonCode, _LinenoMap, _PyTreeCodeGen, _custom_builtins, _is_from_torch
 
 # When true, ``recompile`` defers building ``forward`` from the generated
 # source until it is first looked up (call, ``inspect``, TorchScript, ...).
@@ -587,6 +587,9 @@ class {module_name}(torch.nn.Module):
         python_code = graph.python_code(root_module='self')
         src = python_code.src
         self._code = src
+        if _torch_compat.PYTHON_CODE_2X_OPTIONS:  # torch.fx 2.x's per-module line bookkeeping
+            self._lineno_map = _LinenoMap(python_code)
+            self._prologue_start = python_code._prologue_start
 
         cls = type(self)
         if _LAZY_FORWARD:

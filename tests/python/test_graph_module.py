@@ -26,7 +26,7 @@ from fxcpp import immutable_collections as fx_ic
 from fxcpp._compatibility import compatibility as fx_compat
 import torch.fx.immutable_collections as t_ic
 from torch.fx._compatibility import compatibility as t_compat
-from torch2 import TORCH2, xfail2
+from torch2 import TORCH2
 
 
 LIBS = pytest.mark.parametrize("lib", [tfx, fx], ids=["torch.fx", "fxcpp"])
@@ -172,8 +172,6 @@ def test_parent_installed_before_child():
         assert module_tree(gm) == [('', 'GraphModule'), ('inner', 'Module'), ('inner.lin', 'Linear')]
 
 
-@xfail2("GraphModule instances carry _lineno_map and _prologue_start (generated line -> node index, "
-        "from PythonCode), which fxcpp's code generation does not produce yet")
 def test_training_flag_and_class_name():
     root = Root().eval()
     _, ref, ours = pair(root, class_name='MyModule')
@@ -183,6 +181,8 @@ def test_training_flag_and_class_name():
     assert str(ours) == str(ref)
     assert ours.meta == {}
     assert set(ours.__dict__) == set(ref.__dict__)
+    if TORCH2:
+        assert ours._lineno_map == ref._lineno_map and ours._prologue_start == ref._prologue_start
 
 
 def _hook_events(lib):
