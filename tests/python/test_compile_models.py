@@ -52,31 +52,9 @@ def _build(name):
         return builder(**kwargs).eval()
 
 
-@pytest.fixture(autouse=True)
-def dynamo():
-    from fxcpp.aten import _dynamo
-    assert _dynamo.register()
-    torch._dynamo.reset()
-    yield _dynamo
-    torch._dynamo.reset()
-
-
-@pytest.fixture
-def loads(dynamo, monkeypatch):
-    """The runtimes the backend made (one per graph it ran in C++)."""
-    seen = []
-    real = dynamo._load
-
-    def spy(gm):
-        rt = real(gm)
-        seen.append(rt)
-        return rt
-    monkeypatch.setattr(dynamo, '_load', spy)
-    return seen
-
-
-def _fallbacks(caplog):
-    return [r.getMessage() for r in caplog.records if r.name == 'fxcpp' and 'eager PyTorch' in r.getMessage()]
+# The backend fixtures (Dynamo reset around each test, the runtimes the backend made) and the
+# fallback log reader are test_compile_backend's.
+from test_compile_backend import dynamo, fallbacks, loads  # noqa: E402,F401 -- pytest fixtures
 
 
 def _check(model, inputs_list, loads, caplog, **compile_kw):
@@ -85,7 +63,7 @@ def _check(model, inputs_list, loads, caplog, **compile_kw):
     with torch.no_grad():
         for inputs in inputs_list:
             torch.testing.assert_close(compiled(*inputs), model(*inputs), **TOL)
-    assert _fallbacks(caplog) == []
+    assert fallbacks(caplog) == []
     assert loads, 'no graph reached the C++ runtime'
 
 

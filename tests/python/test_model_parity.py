@@ -12,22 +12,8 @@ import torch.fx as tfx
 
 import fxcpp as fx
 from difftools import readable
+from test_node_meta import Block  # a transformer block written with nn.MultiheadAttention
 from torch2 import TORCH2
-
-
-class Block(torch.nn.Module):
-    def __init__(self, d=8, heads=2):
-        super().__init__()
-        self.attn = torch.nn.MultiheadAttention(d, heads, batch_first=True)
-        self.norm1 = torch.nn.LayerNorm(d)
-        self.norm2 = torch.nn.LayerNorm(d)
-        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 2 * d), torch.nn.GELU(), torch.nn.Linear(2 * d, d))
-
-    def forward(self, x):
-        h = self.norm1(x)
-        a = self.attn(h, h, h, need_weights=False)[0]
-        x = x + a
-        return x + self.mlp(self.norm2(x))
 
 
 class VarArgs(torch.nn.Module):
