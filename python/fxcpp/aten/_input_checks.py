@@ -171,8 +171,13 @@ def check(gm, args) -> None:
                         fail(i, f'Expected input at {at(i, d)} to be equal to {expr} ({want}), but got {got}')
 
 
+def _pre_hook(module, args) -> None:
+    check(module, args)
+
+
 def install(gm) -> None:
     """Checks `gm`'s inputs before each forward when a placeholder carries an exported
-    program's ``input_spec`` (a GraphModule from a .pt2 archive)."""
+    program's ``input_spec`` (a GraphModule from a .pt2 archive). The hook is a module-level
+    function, so the module still pickles and deep-copies."""
     if any(n.op == 'placeholder' and 'input_spec' in n.meta for n in gm.graph.nodes):
-        gm.register_forward_pre_hook(lambda module, args: check(module, args))
+        gm.register_forward_pre_hook(_pre_hook)
