@@ -199,8 +199,9 @@ def run_cpp(model_name, pt2, tmp, args, expect, reps, iters):
     if not os.path.exists(CPP_BENCH):
         print(f"{CPP_BENCH} not found: fxcpp_cpp skipped", flush=True)
         return None, None
-    if not all(a.dtype == torch.float32 for a in args):
-        print(f"{model_name}/fxcpp_cpp: fxcpp_runtime_bench feeds float32 inputs only; skipped", flush=True)
+    names = {torch.float32: "float32", torch.int64: "int64"}
+    if not all(a.dtype in names for a in args):
+        print(f"{model_name}/fxcpp_cpp: fxcpp_runtime_bench feeds float32 and int64 inputs only; skipped", flush=True)
         return None, None
     files = []
     for i, a in enumerate(args):
@@ -210,7 +211,7 @@ def run_cpp(model_name, pt2, tmp, args, expect, reps, iters):
     expect.numpy().tofile(out)
     kind = "chain" if model_name == "chain" else "model"
     cmd = [CPP_BENCH, kind, "--fxpt", pt2, "--inputs", ",".join(files), "--shape",
-           ",".join(map(str, args[0].shape)), "--expect", out, "--iters", str(iters), "--reps", str(reps)]
+           ",".join(map(str, args[0].shape)), "--dtypes", ",".join(names[a.dtype] for a in args), "--expect", out, "--iters", str(iters), "--reps", str(reps)]
     cmd += ["--ops", str(CHAIN_OPS)] if kind == "chain" else ["--expect-shape", ",".join(map(str, expect.shape))]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     value = diff = None

@@ -3,15 +3,17 @@
 //   fxcpp_runtime_bench chain --fxpt F --ts T --inputs x.bin,y.bin --shape 1,8
 //                       [--expect out.bin] [--ops 1000] [--iters 100] [--reps 5]
 //   fxcpp_runtime_bench model --fxpt F --ts T --inputs x.bin --shape 1,3,224,224
-//                       [--expect out.bin --expect-shape 1,1000] [--iters 2] [--reps 2]
+//                       [--dtypes int64] [--expect out.bin --expect-shape 1,1000] [--iters 2] [--reps 2]
 //   fxcpp_runtime_bench load  --fxpt F --ts T [--reps 3]
 //
 // F may be a .fxpt file or a torch.export.save archive (.pt2; told apart by
 // content). Without --ts, chain and model skip the TorchScript variant.
 //
-// Inputs and the expected output are raw little-endian float32 files written
-// by the driver (numpy's tofile), so every variant here and in Python runs on
-// the same values. Prints machine-readable lines, nothing else on stdout:
+// Inputs and the expected output are raw little-endian files written by the
+// driver (numpy's tofile), so every variant here and in Python runs on the
+// same values: the expected output float32, the inputs float32 unless
+// --dtypes says otherwise (one of float32, int64 per input, comma-separated:
+// a GPT's token ids are int64). Prints machine-readable lines, nothing else on stdout:
 //
 //   RESULT,<variant>,<value>,<unit>     best of --reps repetitions of --iters calls
 //                                       (after one untimed warm-up call)
@@ -80,7 +82,7 @@ struct Args {
 [[noreturn]] void usage(const char* why) {
   std::cerr << "fxcpp_runtime_bench: " << why
             << "\nusage: fxcpp_runtime_bench chain|model|load --fxpt F --ts T [--inputs a.bin,b.bin --shape 1,8]"
-               " [--expect out.bin] [--ops N] [--iters N] [--reps N]\n";
+               " [--dtypes float32,int64] [--expect out.bin] [--ops N] [--iters N] [--reps N]\n";
   std::exit(2);
 }
 
@@ -105,14 +107,13 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-at::Tensor read_floats(const std::string& path, const std::vector<int64_t>& shape) {
+at::Tensor read_tensor(const std::string& path, const std::vector<int64_t>& shape, at::ScalarType dtype = at::kFloat) {
   std::ifstream f(path, std::ios::binary);
   if (!f) usage(("cannot open " + path).c_str());
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  at::Tensor t = at::empty(shape, at::kFloat);
-  f.read(reinterpret_cast<char*>(t.data_ptr<float>()), n * static_cast<std::streamsize>(sizeof(float)));
-  if (f.gcount() != n * static_cast<std::streamsize>(sizeof(float))) usage(("short file " + path).c_str());
+  at::Tensor t = at::empty(shape, dtype);
+  const auto bytes = static_cast<std::streamsize>(t.nbytes());
+  f.read(static_cast<char*>(t.data_ptr()), bytes);
+  if (f.gcount() != bytes) usage(("short file " + path).c_str());
   return t;
 }
 
@@ -182,9 +183,15 @@ std::vector<int64_t> parse_shape(const std::string& s) {
 std::vector<at::Tensor> read_inputs(const Args& a) {
   std::vector<int64_t> shape = parse_shape(a.get("shape"));
   if (shape.empty()) usage("--shape is required");
+  const std::vector<std::string> files = split(a.get("inputs"), ','), dtypes = split(a.get("dtypes"), ',');
+  if (files.empty()) usage("--inputs is required");
+  if (!dtypes.empty() && dtypes.size() != files.size()) usage("--dtypes needs one dtype per input");
   std::vector<at::Tensor> inputs;
-  for (const auto& p : split(a.get("inputs"), ',')) inputs.push_back(read_floats(p, shape));
-  if (inputs.empty()) usage("--inputs is required");
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string dt = dtypes.empty() ? "float32" : dtypes[i];
+    if (dt != "float32" && dt != "int64") usage(("unsupported input dtype " + dt + " (float32 or int64)").c_str());
+    inputs.push_back(read_tensor(files[i], shape, dt == "int64" ? at::kLong : at::kFloat));
+  }
   return inputs;
 }
 
@@ -192,7 +199,7 @@ std::vector<at::Tensor> read_inputs(const Args& a) {
 // undefined tensor when none was given.
 at::Tensor read_expect(const Args& a, const std::string& dflt) {
   std::string p = a.get("expect");
-  return p.empty() ? at::Tensor() : read_floats(p, parse_shape(a.get("expect-shape", dflt)));
+  return p.empty() ? at::Tensor() : read_tensor(p, parse_shape(a.get("expect-shape", dflt)));
 }
 
 int run_chain(const Args& a) {

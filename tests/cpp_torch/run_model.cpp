@@ -1,15 +1,19 @@
 // fxcpp_torch_run_model: a C++ test driver with no Python in the process.
 //
-//   fxcpp_torch_run_model MODEL.fxpt IN.bin D0,D1,... OUT.bin [--repeat N]
+//   fxcpp_torch_run_model MODEL IN.bin D0,D1,... OUT.bin [--repeat N] [--dtype int64] [--trusted]
 //
-// Loads MODEL.fxpt with fxcpp::torch::load (default LoadOptions: the operator
-// allow-list applies, so the model tests also check that lowered models pass
-// it; Note [What a file may make the runtime do]), runs it on the float32 tensor of
-// shape D0,D1,... read from IN.bin (raw little-endian), N times (default 2:
+// Loads MODEL (.fxpt, or a .pt2 archive: told apart by content) with
+// fxcpp::torch::load (default LoadOptions: the operator allow-list applies, so
+// the model tests also check that lowered models pass it; Note [What a file
+// may make the runtime do]; --trusted lifts it, for archives of programs the
+// tests exported themselves), runs it on the float32 (--dtype int64: int64,
+// e.g. token ids) tensor of shape D0,D1,... read from IN.bin (raw
+// little-endian), N times (default 2:
 // the second forward runs the memory-planned path), and writes every tensor
 // of the last output, flattened in output order (dicts in key order), to
 // OUT.bin as float32. tests/python/test_aten_models.py drives it to check
-// lowered torchvision models against eager PyTorch. Exit status 1 and a
+// lowered torchvision models against eager PyTorch, tests/python/test_pt2_models.py
+// to run torch.export.save archives. Exit status 1 and a
 // message on stderr for any fxcpp::torch::Error.
 #include <ATen/ops/cat.h>
 #include <ATen/ops/from_blob.h>
@@ -38,11 +42,25 @@ void leaves(const c10::IValue& v, std::vector<at::Tensor>& out) {
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::cerr << "usage: " << argv[0] << " MODEL.fxpt IN.bin D0,D1,... OUT.bin [--repeat N]\n";
+    std::cerr << "usage: " << argv[0] << " MODEL IN.bin D0,D1,... OUT.bin [--repeat N] [--dtype int64] [--trusted]\n";
     return 2;
   }
   int repeat = 2;
-  if (argc >= 7 && std::string(argv[5]) == "--repeat") repeat = std::max(1, std::atoi(argv[6]));
+  at::ScalarType dtype = at::kFloat;
+  fxcpp::torch::LoadOptions options;
+  for (int i = 5; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (flag == "--repeat" && i + 1 < argc) {
+      repeat = std::max(1, std::atoi(argv[++i]));
+    } else if (flag == "--dtype" && i + 1 < argc && (std::string(argv[i + 1]) == "int64" || std::string(argv[i + 1]) == "float32")) {
+      dtype = std::string(argv[++i]) == "int64" ? at::kLong : at::kFloat;
+    } else if (flag == "--trusted") {
+      options.trusted = true;
+    } else {
+      std::cerr << "error: unknown argument '" << flag << "' (--repeat N, --dtype float32|int64, --trusted)\n";
+      return 2;
+    }
+  }
   try {
     std::vector<int64_t> shape;
     std::stringstream dims(argv[3]);
@@ -51,10 +69,11 @@ int main(int argc, char** argv) {
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
-    if (static_cast<int64_t>(bytes.size()) != numel * 4) throw std::runtime_error("input size does not match shape");
-    at::Tensor x = at::from_blob(bytes.data(), shape, at::kFloat).clone();
+    const int64_t item = dtype == at::kLong ? 8 : 4;
+    if (static_cast<int64_t>(bytes.size()) != numel * item) throw std::runtime_error("input size does not match shape");
+    at::Tensor x = at::from_blob(bytes.data(), shape, dtype).clone();
 
-    fxcpp::torch::Module m = fxcpp::torch::load(argv[1]);
+    fxcpp::torch::Module m = fxcpp::torch::load(argv[1], options);
     c10::IValue out;
     for (int i = 0; i < repeat; ++i) out = m.forward({x});
     std::vector<at::Tensor> parts;

@@ -6,6 +6,7 @@ loaded back by torch (``torch.export.load(path).module()``), rtol = atol = 1e-4.
 Needs torch.export (torch 2.x); the 1.13 leg skips the module.
 """
 import os
+import re
 import zipfile
 
 import pytest
@@ -425,3 +426,93 @@ def test_truncated_and_flipped_refused(tmp_path):
             fxcpp.aten._runtime._load_bytes(bytes(flipped), runtime='cpp')
         except ValueError:
             pass
+
+
+# ---- input checks: the same from both runtimes (Note [Exported input checks]) -------------------
+
+
+def _error(fn, *args):
+    """(type, text) of what fn(*args) raises, None when it runs."""
+    try:
+        with torch.no_grad():
+            fn(*args)
+    except Exception as e:  # noqa: BLE001 -- any error is compared as it is
+        return type(e), str(e)
+    return None
+
+
+class TwoInputs(torch.nn.Module):
+    def forward(self, x, y, z):
+        return x.sum(1) + y.sum(1) + z[: x.shape[0]].sum(1)
+
+
+def _two_inputs(tmp_path):
+    # x [b, 4] with b in [3, 6]; y [b, 2] (the same symbol); z [2*b, 3] (a derived size).
+    b = torch.export.Dim('b', min=3, max=6)
+    args = (torch.randn(4, 4), torch.randn(4, 2), torch.randn(8, 3))
+    return _export(tmp_path, TwoInputs(), args, dynamic_shapes=({0: b}, {0: b}, {0: 2 * b}), name='two')
+
+
+@pytest.mark.parametrize('case, pattern', [
+    ((torch.randn(4, 4), torch.randn(4, 2)), r'forward expects 3 inputs \(x, y, z\), got 2'),
+    ((torch.randn(4, 4), torch.randn(4, 2), torch.randn(8, 3), 1), r'forward expects 3 inputs \(x, y, z\), got 4'),
+    ((torch.randn(4, 4), 2.0, torch.randn(8, 3)), r"input 1 \('y'\): expected a Tensor, got a float"),
+    ((torch.randn(4, 4).double(), torch.randn(4, 2), torch.randn(8, 3)),
+     r'Expected input at x to have dtype float32 \(the program was exported for it\), but got float64'),
+    ((torch.randn(4), torch.randn(4, 2), torch.randn(8, 3)), r'expected a 2-dimensional tensor, got one with 1'),
+    ((torch.randn(4, 5), torch.randn(4, 2), torch.randn(8, 3)), r'x.shape\[1\] to be equal to 4, but got 5'),
+    ((torch.randn(7, 4), torch.randn(7, 2), torch.randn(14, 3)), r'x.shape\[0\] to be <= 6, but got 7 \(the range of'),
+    ((torch.randn(2, 4), torch.randn(2, 2), torch.randn(4, 3)), r'x.shape\[0\] to be >= 3, but got 2'),
+    ((torch.randn(4, 4), torch.randn(5, 2), torch.randn(8, 3)),
+     r"input 1 \('y'\): Expected input at y.shape\[0\] to be equal to x.shape\[0\] \(4\), but got 5"),
+    ((torch.randn(4, 4), torch.randn(4, 2), torch.randn(9, 3)),
+     r'z.shape\[0\] to be equal to 2\*x.shape\[0\] \(8\), but got 9'),
+])
+def test_input_errors_alike_from_both_runtimes(tmp_path, case, pattern):
+    path = _two_inputs(tmp_path)
+    mine, py = fxcpp.aten.load(path, runtime='cpp'), fxcpp.aten.load(path, runtime='python')
+    want = _error(mine, *case)
+    assert want is not None and want[0] is TypeError and re.search(pattern, want[1]), want
+    assert _error(py, *case) == want
+
+
+def test_input_checks_alike_on_random_inputs(tmp_path):
+    # Hypothesis: any shapes and dtypes: both runtimes raise the same error or both run
+    # (to the same result).
+    from hypothesis import given, settings, strategies as st
+    path = _two_inputs(tmp_path)
+    mine, py = fxcpp.aten.load(path, runtime='cpp'), fxcpp.aten.load(path, runtime='python')
+    shapes = st.lists(st.integers(0, 13), min_size=0, max_size=3)
+    dtypes = st.sampled_from([torch.float32, torch.float64, torch.int64])
+
+    @settings(max_examples=150, deadline=None, derandomize=True)
+    @given(st.lists(st.tuples(shapes, dtypes), min_size=2, max_size=4))
+    def check(specs):
+        args = [torch.ones(s, dtype=d) for s, d in specs]
+        want = _error(mine, *args)
+        assert _error(py, *args) == want
+        if want is None:
+            with torch.no_grad():
+                _close(py(*args), mine(*args))
+    check()
+
+
+def test_edited_python_graph_is_checked_as_it_is(tmp_path):
+    # The checks read the placeholders at each call: a graph that takes another input now
+    # is checked for it (the new placeholder carries no spec: any value).
+    path = _export(tmp_path, LinConvRelu(), (torch.randn(2, 3, 6, 6),))
+    gm = fxcpp.aten.load(path)
+    x = torch.randn(2, 3, 6, 6)
+    with pytest.raises(TypeError, match=r'forward expects 1 inputs \(x\), got 2'):
+        gm(x, x)
+    out = next(n for n in gm.graph.nodes if n.op == 'output')
+    with gm.graph.inserting_after(next(n for n in gm.graph.nodes if n.op == 'placeholder')):
+        extra = gm.graph.placeholder('scale')
+    with gm.graph.inserting_before(out):
+        scaled = gm.graph.call_function(torch.ops.aten.mul.Tensor, (out.args[0], extra))
+    out.args = (scaled,)
+    gm.recompile()
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x, 2.0), 2 * torch.export.load(path).module()(x), **TOL)
+    with pytest.raises(TypeError, match=r'Expected input at x.shape\[2\] to be equal to 6, but got 7'):
+        gm(torch.randn(2, 3, 7, 6), 2.0)

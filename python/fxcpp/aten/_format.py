@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Tuple
 import torch
 
 from .. import _C_torch
+from . import _input_checks
 from ..graph import Graph
 from ..graph_module import GraphModule
 
@@ -287,7 +288,9 @@ def _graph_module(data, trusted: bool) -> GraphModule:
         if requires_grad and tensor.is_floating_point():
             tensor.requires_grad_(True)
         _set_attr(root, name, tensor, kind, reserved)
-    return GraphModule(root, graph, class_name)
+    gm = GraphModule(root, graph, class_name)
+    _input_checks.install(gm)  # a .pt2 program's inputs, checked as the C++ runtime checks them
+    return gm
 
 
 # Note [Python load path]

@@ -8,6 +8,8 @@
 //   torch_constant(Dtype, "float32") <-> torch.float32 (layouts, memory formats
 //                                       likewise; devices <-> torch.device)
 //   meta "tensor_meta" dict        <-> fxcpp.passes.shape_prop.TensorMetadata
+//   meta "input_spec" (a .pt2 input's) -> plain Python data (read only; it is
+//                                       made from "pt2_value" on each load)
 // Everything else in an argument tree (numbers, strings, containers, node
 // references) is the core's own representation on both sides.
 #include "torch_bindings.h"  // first: Python.h
@@ -130,6 +132,32 @@ class ToPython {
       return d;
     }
     return Ref::borrow(Py_None);
+  }
+
+  // A meta value of plain data (None, bool, int, float, str, dtype; tuples,
+  // lists and dicts of them) as the Python objects it spells (new reference):
+  // meta["input_spec"] (Note [Exported input checks] in src/torch/pt2.cpp).
+  Ref value(const Argument& a, int depth = 0) {
+    if (depth > kMaxDepth) throw torch::FormatError("fxcpp::torch: a meta value is nested too deeply");
+    if (a.kind() == ArgKind::Tuple || a.kind() == ArgKind::List) {
+      Py_ssize_t n = static_cast<Py_ssize_t>(a.items().size());
+      Ref seq = owned(a.kind() == ArgKind::Tuple ? PyTuple_New(n) : PyList_New(n));
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* item = value(a.items()[static_cast<size_t>(i)], depth + 1).release();
+        if (a.kind() == ArgKind::Tuple) PyTuple_SET_ITEM(seq.get(), i, item);
+        else PyList_SET_ITEM(seq.get(), i, item);
+      }
+      return seq;
+    }
+    if (a.kind() == ArgKind::Dict) {
+      Ref d = owned(PyDict_New());
+      for (const auto& kv : a.pairs()) {
+        Ref k = plain(kv.first), v = value(kv.second, depth + 1);
+        check(PyDict_SetItem(d.get(), k.get(), v.get()));
+      }
+      return d;
+    }
+    return plain(a);
   }
 
  private:
@@ -264,6 +292,10 @@ PyObject* read_graph(PyObject*, PyObject* args, PyObject* kwargs) {
         Ref tm = bridge.meta(value);
         Ref meta = owned(api().node_meta(m));
         check(PyDict_SetItemString(meta.get(), "tensor_meta", tm.get()));
+      } else if (key == "input_spec") {
+        Ref spec = bridge.value(value);
+        Ref meta = owned(api().node_meta(m));
+        check(PyDict_SetItemString(meta.get(), "input_spec", spec.get()));
       } else if (is_pt2_meta(key) && value.is_string()) {
         Ref text = str_of(value.as_string());
         Ref meta = owned(api().node_meta(m));
