@@ -22,7 +22,7 @@ import torch
 import torch.fx
 
 import fxcpp as fx
-from torch2 import NEW_API, TORCH2, xfail2
+from torch2 import NEW_API, TORCH2
 import fxcpp._pytree as fx_pytree
 import fxcpp._symbolic_trace as fx_st
 import fxcpp.proxy as fx_proxy
@@ -1446,8 +1446,6 @@ def test_multiple_tracers_error():
 # fx_pytree
 # ---------------------------------------------------------------------------
 
-@xfail2('_pytree.tree_flatten_spec flattens a registered type without a flatten_fn_spec '
-        '(1.13 raised RuntimeError)')
 def test_tree_flatten_spec():
     import torch.utils._pytree as pytree
     Point = collections.namedtuple("Point", ["x", "y"])
@@ -1464,8 +1462,15 @@ def test_tree_flatten_spec():
 
     pytree._register_pytree_node(Custom, lambda c: ([c.a, c.b], None), lambda v, ctx: Custom(*v))
     _, cspec = pytree.tree_flatten(Custom(1, 2))
-    with pytest.raises(RuntimeError, match="does not have a flatten_fn_spec"):
-        fx_pytree.tree_flatten_spec(Custom(1, 2), cspec)
+    # Without a flatten_fn_spec: torch.fx 1.13 raises RuntimeError, 2.x flattens through pytree.
+    outcomes = []
+    for lib_pytree in (torch.fx._pytree, fx_pytree):
+        try:
+            outcomes.append(('ok', lib_pytree.tree_flatten_spec(Custom(1, 2), cspec)))
+        except RuntimeError as e:
+            outcomes.append(('RuntimeError', str(e)))
+    assert outcomes[1] == outcomes[0]
+    assert outcomes[0][0] == ('ok' if TORCH2 else 'RuntimeError')
     fx_pytree.register_pytree_flatten_spec(Custom, lambda c, spec: [c.a, c.b])
     assert fx_pytree.tree_flatten_spec(Custom(1, 2), cspec) == [1, 2]
 
