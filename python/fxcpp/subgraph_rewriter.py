@@ -188,14 +188,19 @@ if _torch_compat.FX_API_2:
         under torch.fx 2.x]), where their 1.13 semantics give torch.fx 2.x's result: the pattern
         suits the core matcher (matcher_utils._pattern_agrees), and the core finds that the graph
         does (agrees_with_fx2_on), that no match reads a value an earlier match returns (2.x then
-        points nodes_map at the replacement's node) and that every returned value has users (the
-        insertion point is then the same). None when it does not apply (the graph untouched); the
+        points nodes_map at the replacement's node), that every returned value has users (the
+        insertion point is then the same) and that the module has no node hooks. None when it does
+        not apply (the graph untouched); the
         Python rewriter below (one replace_all_uses_with per returned value, which rebuilds each
         user's argument tuple) then runs."""
         from .passes.utils.matcher_utils import SubgraphMatcher, _pattern_agrees
         if not callable(replacement) and not isinstance(replacement, (Graph, GraphModule)):
             return None
         if not isinstance(gm.graph, Graph):
+            return None
+        # The core edits the graph without calling the module's node hooks (GraphModule
+        # _register_create_node_hook...: GraphTransformObserver's); the Python rewriter calls them.
+        if any(getattr(gm, h, None) for h in ('_create_node_hooks', '_erase_node_hooks', '_replace_hooks')):
             return None
         pattern_graph = _graph_of(pattern, False)
         matcher = SubgraphMatcher(pattern_graph)

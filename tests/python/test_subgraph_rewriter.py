@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 import fxcpp as fx
 import fxcpp.subgraph_rewriter as f_sr
+from torch2 import TORCH2
 
 
 LIBS = [(tfx, t_sr), (fx, f_sr)]
@@ -355,3 +356,32 @@ def test_subgraph_matcher_api():
                          [getattr(v, 'name', v) for v in m.returning_nodes]) for m in ms])
     half = len(res) // 2
     assert res[:half] == res[half:]
+
+
+@pytest.mark.skipif(not TORCH2, reason='GraphModule node hooks are torch.fx 2.x API')
+def test_replace_pattern_calls_node_hooks_as_torch_fx():
+    """replace_pattern on a module with node hooks (torch's GraphTransformObserver registers them)
+    calls them for the nodes it creates, erases and rewires, as torch.fx 2.x's does (the core's
+    one-call rewrite would not: such modules take the Python rewriter)."""
+    class M(torch.nn.Module):
+        def forward(self, x):
+            val = torch.neg(x)
+            return torch.add(val, val)
+
+    def pattern(x):
+        return torch.neg(x)
+
+    def replacement(x):
+        return torch.relu(x)
+
+    seen = []
+    for lib in (torch.fx, fx):
+        traced = lib.symbolic_trace(M())
+        events = []
+        traced._register_create_node_hook(lambda n: events.append(('create', n.name)))
+        traced._register_erase_node_hook(lambda n: events.append(('erase', n.name)))
+        traced._register_replace_node_hook(lambda old, new, user: events.append(('replace', old.name, new, user.name)))
+        lib.subgraph_rewriter.replace_pattern(traced, pattern, replacement)
+        seen.append((events, traced.code))
+    assert seen[1] == seen[0]
+    assert ('create', 'relu') in seen[1][0] and ('erase', 'neg') in seen[1][0]
