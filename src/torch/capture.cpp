@@ -259,7 +259,7 @@ class Capture {
       }
       name = "_tensor_constant" + std::to_string(num_constants_++);
     }
-    tensors_.push_back(NamedTensor{name, kind, t});
+    tensors_.push_back(NamedTensor{name, kind, t, std::nullopt});
     Node* n = graph_->get_attr(name);
     values_[impl] = Value{t, n, -1, nullptr};
     return Argument::node(n);
