@@ -160,8 +160,6 @@ class _LinenoMap(dict):
     """A PythonCode's ``_lineno_map`` as a dict filled on first use (a GraphModule keeps one per
     recompile, as torch.fx 2.x's does, without paying O(lines) in Python each time). Python-level
     reads fill it; C code reading it as a plain dict before any Python read sees it empty."""
-    __slots__ = ('_code',)
-
     def __init__(self, code: 'PythonCode'):
         super().__init__()
         self._code = code
@@ -182,7 +180,7 @@ class _LinenoMap(dict):
         return run
 
     for _name in ('__getitem__', '__contains__', '__iter__', '__len__', '__eq__', '__ne__', '__repr__', 'get',
-                  'keys', 'values', 'items', 'copy', '__reduce_ex__', '__or__', '__ror__'):
+                  'keys', 'values', 'items', 'copy', '__or__', '__ror__'):
         locals()[_name] = _filled(_name)
     del _name, _filled
     __hash__ = None
@@ -190,6 +188,11 @@ class _LinenoMap(dict):
     def __bool__(self):
         self._fill()
         return dict.__len__(self) > 0
+
+    def __reduce_ex__(self, protocol):
+        # pickled and deep-copied as the plain dict it stands for (every protocol)
+        self._fill()
+        return (dict, (dict.copy(self),))
 
 
 def _python_code_of(result) -> 'PythonCode':
