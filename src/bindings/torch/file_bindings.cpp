@@ -16,6 +16,7 @@
 
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -111,56 +112,52 @@ class ToPython {
   // A meta value as Python's load gives it (new reference): TensorMetadata
   // for the reader's tensor_meta dicts, containers of them, else None.
   Ref meta(const Argument& a, int depth = 0) {
-    if (depth > kMaxDepth) throw torch::FormatError("fxcpp::torch: a meta value is nested too deeply");
-    if (is_tensor_meta_dict(a)) return tensor_meta(a);
-    if (a.kind() == ArgKind::Tuple || a.kind() == ArgKind::List) {
-      Py_ssize_t n = static_cast<Py_ssize_t>(a.items().size());
-      Ref seq = owned(a.kind() == ArgKind::Tuple ? PyTuple_New(n) : PyList_New(n));
-      for (Py_ssize_t i = 0; i < n; ++i) {
-        PyObject* item = meta(a.items()[static_cast<size_t>(i)], depth + 1).release();
-        if (a.kind() == ArgKind::Tuple) PyTuple_SET_ITEM(seq.get(), i, item);
-        else PyList_SET_ITEM(seq.get(), i, item);
-      }
-      return seq;
-    }
-    if (a.kind() == ArgKind::Dict) {
-      Ref d = owned(PyDict_New());
-      for (const auto& kv : a.pairs()) {
-        Ref k = plain(kv.first), v = meta(kv.second, depth + 1);
-        check(PyDict_SetItem(d.get(), k.get(), v.get()));
-      }
-      return d;
-    }
-    return Ref::borrow(Py_None);
+    return walk(a, depth, [this](const Argument& x) -> std::optional<Ref> {
+      if (is_tensor_meta_dict(x)) return tensor_meta(x);
+      if (is_container(x)) return std::nullopt;
+      return Ref::borrow(Py_None);
+    });
   }
 
   // A meta value of plain data (None, bool, int, float, str, dtype; tuples,
   // lists and dicts of them) as the Python objects it spells (new reference):
   // meta["input_spec"] (Note [Exported input checks] in src/torch/pt2.cpp).
   Ref value(const Argument& a, int depth = 0) {
+    return walk(a, depth, [this](const Argument& x) -> std::optional<Ref> {
+      if (is_container(x)) return std::nullopt;
+      return plain(x);
+    });
+  }
+
+ private:
+  static bool is_container(const Argument& a) {
+    return a.kind() == ArgKind::Tuple || a.kind() == ArgKind::List || a.kind() == ArgKind::Dict;
+  }
+
+  // Tuples, lists and dicts rebuilt as Python containers (new reference); every
+  // other value (and any value `leaf` claims first) is `leaf`'s.
+  template <typename Leaf>
+  Ref walk(const Argument& a, int depth, Leaf&& leaf) {
     if (depth > kMaxDepth) throw torch::FormatError("fxcpp::torch: a meta value is nested too deeply");
-    if (a.kind() == ArgKind::Tuple || a.kind() == ArgKind::List) {
-      Py_ssize_t n = static_cast<Py_ssize_t>(a.items().size());
-      Ref seq = owned(a.kind() == ArgKind::Tuple ? PyTuple_New(n) : PyList_New(n));
-      for (Py_ssize_t i = 0; i < n; ++i) {
-        PyObject* item = value(a.items()[static_cast<size_t>(i)], depth + 1).release();
-        if (a.kind() == ArgKind::Tuple) PyTuple_SET_ITEM(seq.get(), i, item);
-        else PyList_SET_ITEM(seq.get(), i, item);
-      }
-      return seq;
-    }
+    if (std::optional<Ref> r = leaf(a)) return std::move(*r);
     if (a.kind() == ArgKind::Dict) {
       Ref d = owned(PyDict_New());
       for (const auto& kv : a.pairs()) {
-        Ref k = plain(kv.first), v = value(kv.second, depth + 1);
+        Ref k = plain(kv.first), v = walk(kv.second, depth + 1, leaf);
         check(PyDict_SetItem(d.get(), k.get(), v.get()));
       }
       return d;
     }
-    return plain(a);
+    Py_ssize_t n = static_cast<Py_ssize_t>(a.items().size());
+    Ref seq = owned(a.kind() == ArgKind::Tuple ? PyTuple_New(n) : PyList_New(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item = walk(a.items()[static_cast<size_t>(i)], depth + 1, leaf).release();
+      if (a.kind() == ArgKind::Tuple) PyTuple_SET_ITEM(seq.get(), i, item);
+      else PyList_SET_ITEM(seq.get(), i, item);
+    }
+    return seq;
   }
 
- private:
   template <typename Make>
   Object cached(const Object& key, Make&& make) {
     auto it = cache_.find(key.get());
