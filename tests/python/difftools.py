@@ -37,6 +37,18 @@ def readable(gm) -> str:
     return buf.getvalue()
 
 
+def tensor_leaves(v):
+    """Every tensor in a (nested) output, flattened to float32 vectors in order: outputs of any
+    structure compare as one torch.cat(...)."""
+    if isinstance(v, torch.Tensor):
+        return [v.float().reshape(-1)]
+    if isinstance(v, (tuple, list)):
+        return [t for x in v for t in tensor_leaves(x)]
+    if isinstance(v, dict):
+        return [t for x in v.values() for t in tensor_leaves(x)]
+    return []
+
+
 def same_values(a, b):
     if isinstance(a, torch.Tensor):
         assert isinstance(b, torch.Tensor)

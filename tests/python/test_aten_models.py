@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from fxcpp import aten
+from difftools import tensor_leaves
 
 torchvision = pytest.importorskip('torchvision')
 
@@ -49,16 +50,6 @@ def _model_list():
     return names
 
 
-def _leaves(v):
-    if isinstance(v, torch.Tensor):
-        return [v.float().reshape(-1)]
-    if isinstance(v, (tuple, list)):
-        return [t for x in v for t in _leaves(x)]
-    if isinstance(v, dict):
-        return [t for x in v.values() for t in _leaves(x)]
-    return []
-
-
 def _run_cpp(path, x, tmp_path):
     inp, out = tmp_path / 'in.bin', tmp_path / 'out.bin'
     inp.write_bytes(x.contiguous().numpy().tobytes())
@@ -85,7 +76,7 @@ def test_lower_save_and_run_in_cpp(name, tmp_path):
     aten.save(gm, path)
     for x in (x1, torch.randn(3, 3, side, side)):
         with torch.no_grad():
-            want = torch.cat(_leaves(model(x)))
+            want = torch.cat(tensor_leaves(model(x)))
         got = _run_cpp(path, x, tmp_path)
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 
@@ -131,9 +122,9 @@ def test_torchaudio_models_run_in_cpp(name, tmp_path):
     for b in (1, 3):
         x = inputs(b)
         with torch.no_grad():
-            want = torch.cat(_leaves(model(*x)))
+            want = torch.cat(tensor_leaves(model(*x)))
         for _ in range(2):
-            torch.testing.assert_close(torch.cat(_leaves(m(*x))), want, rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(torch.cat(tensor_leaves(m(*x))), want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.skipif(torchaudio is None, reason='torchaudio is not installed')

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.skipif(_torch_compat.EXPORT_SAVE is None,
 
 import fxcpp.aten  # noqa: E402
 
+from difftools import tensor_leaves  # noqa: E402
 from test_pt2 import TOL, TinyGPT, _close  # noqa: E402
 
 try:
@@ -69,16 +70,6 @@ def _model_list():
     if not os.environ.get('FXCPP_ALL_MODELS'):
         return list(DEFAULT)
     return torchvision.models.list_models(module=torchvision.models)
-
-
-def _leaves(v):
-    if isinstance(v, torch.Tensor):
-        return [v.float().reshape(-1)]
-    if isinstance(v, (tuple, list)):
-        return [t for x in v for t in _leaves(x)]
-    if isinstance(v, dict):
-        return [t for x in v.values() for t in _leaves(x)]
-    return []
 
 
 def _run_cpp(path, x, tmp_path, trusted):
@@ -138,7 +129,7 @@ def _check_everywhere(ep, arg_sets, tmp_path):
         pytest.skip(f'{DRIVER} is not built (make build): the Python runs and torch.export.load passed')
     for a, want in zip(arg_sets, wants):
         assert len(a) == 1, 'the C++ driver feeds one input'
-        torch.testing.assert_close(_run_cpp(path, a[0], tmp_path, trusted), torch.cat(_leaves(want)), **TOL)
+        torch.testing.assert_close(_run_cpp(path, a[0], tmp_path, trusted), torch.cat(tensor_leaves(want)), **TOL)
     return trusted
 
 
