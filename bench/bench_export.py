@@ -5,11 +5,13 @@ runtime, against what torch 2.x itself offers for the same program, in one run.
 Models (batch 1, one intra-op thread, inference mode):
   chain    1,000 add/mul/relu ops on 1x8 float tensors (overhead-bound; per-op figures)
   resnet50 torchvision resnet50, 1x3x224x224 (--quick: resnet18)
-  gpt2     a GPT-2-style decoder written here (6 layers, width 256, 4 heads, 64 tokens,
+  gpt2     a GPT-2-style decoder (examples/gpt2.py) (6 layers, width 256, 4 heads, 64 tokens,
            vocabulary 4096, causal attention written out, tied head), KV-cache-free
 
-Variants (each measured in its own process, so one's caches, compiled code and memory
-do not help or hurt another):
+Variants (time to first result, compile time and memory are measured in a fresh process per
+variant, so one's caches, compiled code and memory do not help or hurt another; latency is
+measured with every variant built in one process and timed in turn, round after round, so that
+the machine's drift over the run falls on all of them alike):
   eager          model(x)
   fxcpp_py       fxcpp.aten.load(<torch.export.save archive>, runtime='cpp')(x): the file torch
                  wrote, read and run by fxcpp's C++ runtime from Python (GIL released)
@@ -70,41 +72,10 @@ def make_model(name):
     return getattr(torchvision.models, name)().eval(), (torch.randn(1, 3, 224, 224),)
 
 
-def _gpt_class():
-    import torch
-
-    class GPT(torch.nn.Module):
-        """GPT-2-style: token and position embeddings, pre-layer-norm blocks with causal
-        self-attention written out and a GELU MLP, tied output head."""
-
-        def __init__(self, vocab=4096, ctx=64, dim=256, heads=4, layers=6):
-            super().__init__()
-            self.heads = heads
-            self.wte = torch.nn.Embedding(vocab, dim)
-            self.wpe = torch.nn.Embedding(ctx, dim)
-            self.register_buffer("mask", torch.tril(torch.ones(ctx, ctx, dtype=torch.bool)), persistent=False)
-            self.blocks = torch.nn.ModuleList(torch.nn.ModuleDict({
-                "ln1": torch.nn.LayerNorm(dim), "qkv": torch.nn.Linear(dim, 3 * dim),
-                "proj": torch.nn.Linear(dim, dim), "ln2": torch.nn.LayerNorm(dim),
-                "fc": torch.nn.Linear(dim, 4 * dim), "out": torch.nn.Linear(4 * dim, dim)}) for _ in range(layers))
-            self.ln_f = torch.nn.LayerNorm(dim)
-
-        def forward(self, tokens):
-            b, t = tokens.shape
-            h = self.wte(tokens) + self.wpe(torch.arange(t, device=tokens.device))
-            for blk in self.blocks:
-                q, k, v = blk["qkv"](blk["ln1"](h)).split(h.shape[-1], dim=2)
-                q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
-                att = (q @ k.transpose(-2, -1)) / (q.shape[-1] ** 0.5)
-                att = att.masked_fill(~self.mask[:t, :t], float("-inf")).softmax(-1)
-                h = h + blk["proj"]((att @ v).transpose(1, 2).reshape(b, t, -1))
-                h = h + blk["out"](torch.nn.functional.gelu(blk["fc"](blk["ln2"](h))))
-            return self.ln_f(h) @ self.wte.weight.t()
-    return GPT
-
-
-def GPT():  # noqa: N802 -- a class made on first use (torch is imported inside the processes)
-    return _gpt_class()()
+def GPT():  # noqa: N802 -- examples/gpt2.py's decoder at benchmark size
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+    from gpt2 import GPT2Decoder
+    return GPT2Decoder(vocab=4096, ctx=64, dim=256, heads=4, layers=6)
 
 
 def rss_mib():
@@ -129,44 +100,54 @@ def best_of(fn, reps, iters):
 # One variant, in its own process: prints one JSON line
 # ------------------------------------------------------------------------------------
 
+def make_fn(model_name, variant, tmp, args, out):
+    """The callable that runs `model_name` the way `variant` does (building it is what the
+    variant's first-result time measures); `out["rss"]` gets the memory its loading added."""
+    import torch
+    pt2 = os.path.join(tmp, f"{model_name}.pt2")
+    rss0 = rss_mib()
+    if variant == "fxcpp_py":
+        import fxcpp.aten
+        mod = fxcpp.aten.load(pt2, runtime="cpp")
+        out["rss"] = rss_mib() - rss0
+        return lambda: mod(*args)  # noqa: E731
+    if variant == "aoti":
+        pkg = os.path.join(tmp, f"{model_name}_aoti.pt2")
+        if not os.path.exists(pkg):
+            ep = torch.export.load(pt2)
+            pkg = torch._inductor.aoti_compile_and_package(ep, package_path=pkg)
+            del ep
+            gc.collect()
+        rss1 = rss_mib()
+        mod = torch._inductor.aoti_load_package(pkg)
+        out["rss"] = rss_mib() - rss1
+        return lambda: mod(*args)  # noqa: E731
+    model, _ = make_model(model_name)
+    if variant == "eager":
+        return lambda: model(*args)  # noqa: E731
+    backend = {"inductor": "inductor", "aot_eager": "aot_eager", "fxcpp_compile": "fxcpp"}[variant]
+    if backend == "fxcpp":
+        import fxcpp.aten._dynamo as dyn
+        dyn.register()
+    compiled = torch.compile(model, backend=backend)
+    return lambda: compiled(*args)  # noqa: E731
+
+
 def child(model_name, variant, tmp, reps, iters):
+    """One variant in a fresh process: time to first result, the second call, memory, and the
+    difference from eager (latency comes from interleaved(), where every variant is timed in
+    turn in one process)."""
     import torch
     torch.set_num_threads(1)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-", dir=tmp)
     gc.disable()
     args = torch.load(os.path.join(tmp, f"{model_name}_inputs.pt"))
     expect = torch.load(os.path.join(tmp, f"{model_name}_expect.pt"))
-    pt2 = os.path.join(tmp, f"{model_name}.pt2")
     out = {"variant": variant}
     if variant == "fxcpp_py":
         import fxcpp.aten  # noqa: F401 -- imported before the baseline: the figure is the model's, not the library's
-    rss0 = rss_mib()
     t0 = time.perf_counter()
-    if variant == "fxcpp_py":
-        import fxcpp.aten
-        mod = fxcpp.aten.load(pt2, runtime="cpp")
-        out["rss"] = rss_mib() - rss0
-        fn = lambda: mod(*args)  # noqa: E731
-    elif variant == "aoti":
-        ep = torch.export.load(pt2)
-        pkg = torch._inductor.aoti_compile_and_package(ep, package_path=os.path.join(tmp, f"{model_name}_aoti.pt2"))
-        del ep
-        gc.collect()
-        rss1 = rss_mib()
-        mod = torch._inductor.aoti_load_package(pkg)
-        out["rss"] = rss_mib() - rss1
-        fn = lambda: mod(*args)  # noqa: E731
-    else:
-        model, _ = make_model(model_name)
-        if variant == "eager":
-            fn = lambda: model(*args)  # noqa: E731
-        else:
-            backend = {"inductor": "inductor", "aot_eager": "aot_eager", "fxcpp_compile": "fxcpp"}[variant]
-            if backend == "fxcpp":
-                import fxcpp.aten._dynamo as dyn
-                dyn.register()
-            compiled = torch.compile(model, backend=backend)
-            fn = lambda: compiled(*args)  # noqa: E731
+    fn = make_fn(model_name, variant, tmp, args, out)
     with torch.inference_mode():
         got = fn()
         out["first"] = time.perf_counter() - t0
@@ -178,8 +159,32 @@ def child(model_name, variant, tmp, reps, iters):
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def run_child(model_name, variant, tmp, reps, iters, timeout):
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", model_name, variant, tmp, str(reps), str(iters)]
+def interleaved(model_name, variants, tmp, reps, iters):
+    """Latency of every variant, measured in one process in turn (round r times each variant
+    once, `iters` calls): drift of the machine over the run (frequency, other load) then falls on
+    all variants alike, which separate processes run minutes apart cannot promise. Best round
+    per variant."""
+    import torch
+    torch.set_num_threads(1)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-", dir=tmp)
+    args = torch.load(os.path.join(tmp, f"{model_name}_inputs.pt"))
+    fns = {}
+    with torch.inference_mode():
+        for v in variants:
+            fns[v] = make_fn(model_name, v, tmp, args, {})
+            fns[v]()
+            fns[v]()
+        gc.collect()
+        gc.disable()
+        best = {v: float("inf") for v in variants}
+        for _ in range(reps):
+            for v in variants:
+                best[v] = min(best[v], best_of(fns[v], 1, iters))
+    print("RESULT " + json.dumps(best), flush=True)
+
+
+def run_child(model_name, variant, tmp, reps, iters, timeout, mode="--child"):
+    cmd = [sys.executable, os.path.abspath(__file__), mode, model_name, variant, tmp, str(reps), str(iters)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -274,6 +279,12 @@ def bench(model_name, tmp, cfg):
             ok = r["diff"] <= (1e-4 if chain else 1e-3)
             print(f"check {model_name}/{v}: max |difference| from eager {r['diff']:.3g}" +
                   ("" if ok else "  << MISMATCH"), flush=True)
+    # Latency: every variant that ran, timed in turn in one process (interleaved()), 3x the rounds.
+    timed = [v for v in VARIANTS if v in res]
+    lat_res = run_child(model_name, ",".join(timed), tmp, 3 * reps, iters, cfg["timeout"], "--interleaved")
+    for v in timed:
+        if lat_res is not None:
+            res[v]["latency"] = lat_res[v]
     cpp_ms, cpp_diff = run_cpp(model_name, pt2, tmp, args, expect, reps, iters)
     if cpp_diff is not None:
         print(f"check {model_name}/fxcpp_cpp: max |difference| from eager {cpp_diff:.3g}", flush=True)
@@ -303,10 +314,14 @@ def main(argv=None):
     ap.add_argument("--only", default="", help="comma-separated models (chain, resnet50, gpt2, ...)")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--child", nargs=5, metavar=("MODEL", "VARIANT", "TMP", "REPS", "ITERS"))
+    ap.add_argument("--interleaved", nargs=5, metavar=("MODEL", "VARIANTS", "TMP", "REPS", "ITERS"))
     a = ap.parse_args(argv)
     if a.child:
         m, v, tmp, reps, iters = a.child
         return child(m, v, tmp, int(reps), int(iters))
+    if a.interleaved:
+        m, vs, tmp, reps, iters = a.interleaved
+        return interleaved(m, vs.split(","), tmp, int(reps), int(iters))
     import torch
     if not hasattr(torch, "export") or not hasattr(torch._inductor, "aoti_compile_and_package"):
         print(f"NOTE,export,torch {torch.__version__} has no torch.export / AOTInductor packaging: suite skipped")
