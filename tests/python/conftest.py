@@ -11,6 +11,11 @@ PY = os.environ.get('FXCPP_PACKAGE_ROOT')
 if PY and PY not in sys.path:
     sys.path.insert(0, PY)
 
+# examples/ holds models the tests share with the benchmarks (examples/gpt2.py).
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(HERE)), 'examples')
+if EXAMPLES not in sys.path:
+    sys.path.append(EXAMPLES)
+
 import fxcpp._C  # noqa: E402
 
 if PY and not os.path.abspath(fxcpp._C.__file__).startswith(os.path.abspath(PY) + os.sep):

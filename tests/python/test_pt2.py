@@ -19,6 +19,7 @@ pytestmark = pytest.mark.skipif(_torch_compat.TORCH_VERSION < (2, 5),
                                        f'is {torch.__version__}')
 
 import fxcpp.aten  # noqa: E402
+from gpt2 import GPT2Decoder  # noqa: E402 -- examples/gpt2.py (conftest puts examples/ on the path)
 
 TOL = dict(rtol=1e-4, atol=1e-4)
 
@@ -250,43 +251,11 @@ def test_transformer_encoder(tmp_path):
     _check(path, (torch.randn(2, 5, 16),), trusted=True)
 
 
-class TinyGPT(torch.nn.Module):
-    """A GPT-2-style decoder (token and position embeddings, causal self-attention written out,
-    pre-layer-norm blocks, GELU MLP, tied output head), KV-cache-free."""
-
-    def __init__(self, vocab=50, ctx=16, dim=32, heads=4, layers=2):
-        super().__init__()
-        self.heads = heads
-        self.wte = torch.nn.Embedding(vocab, dim)
-        self.wpe = torch.nn.Embedding(ctx, dim)
-        self.register_buffer('mask', torch.tril(torch.ones(ctx, ctx, dtype=torch.bool)), persistent=False)
-        self.blocks = torch.nn.ModuleList()
-        for _ in range(layers):
-            self.blocks.append(torch.nn.ModuleDict({
-                'ln1': torch.nn.LayerNorm(dim), 'qkv': torch.nn.Linear(dim, 3 * dim), 'proj': torch.nn.Linear(dim, dim),
-                'ln2': torch.nn.LayerNorm(dim), 'fc': torch.nn.Linear(dim, 4 * dim), 'out': torch.nn.Linear(4 * dim, dim)}))
-        self.ln_f = torch.nn.LayerNorm(dim)
-
-    def forward(self, tokens):
-        b, t = tokens.shape
-        pos = torch.arange(t, device=tokens.device)
-        h = self.wte(tokens) + self.wpe(pos)
-        for blk in self.blocks:
-            q, k, v = blk['qkv'](blk['ln1'](h)).split(h.shape[-1], dim=2)
-            q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
-            att = (q @ k.transpose(-2, -1)) / (q.shape[-1] ** 0.5)
-            att = att.masked_fill(~self.mask[:t, :t], float('-inf')).softmax(-1)
-            y = (att @ v).transpose(1, 2).reshape(b, t, -1)
-            h = h + blk['proj'](y)
-            h = h + blk['out'](torch.nn.functional.gelu(blk['fc'](blk['ln2'](h))))
-        return self.ln_f(h) @ self.wte.weight.t()
-
-
 def test_gpt2_style_decoder_dynamic_batch_and_length(tmp_path):
     # Batch and sequence length symbolic (t < 16: at t == ctx export specialises the mask slice).
     torch.manual_seed(0)
     b, t = torch.export.Dim('b', min=1, max=8), torch.export.Dim('t', min=2, max=15)
-    path = _export(tmp_path, TinyGPT(), (torch.randint(0, 50, (2, 8)),), dynamic_shapes=({0: b, 1: t},))
+    path = _export(tmp_path, GPT2Decoder(), (torch.randint(0, 50, (2, 8)),), dynamic_shapes=({0: b, 1: t},))
     _check(path, (torch.randint(0, 50, (1, 5)),), (torch.randint(0, 50, (3, 15)),), (torch.randint(0, 50, (2, 2)),))
 
 

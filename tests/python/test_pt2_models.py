@@ -10,7 +10,7 @@ and fxcpp's own archive of the program (``fxcpp.aten.from_exported_program`` the
 symbolic, at the exported one otherwise.
 
 The models: torchvision's classification models (random weights, eval mode, small
-images), ``nn.TransformerEncoder``, a GPT-2-style decoder (test_pt2.TinyGPT, int64 tokens;
+images), ``nn.TransformerEncoder``, a GPT-2-style decoder (examples/gpt2.py, int64 tokens;
 batch and length symbolic). `make test` runs a few representative torchvision models;
 FXCPP_ALL_MODELS=1 runs every one ``torchvision.models.list_models`` names (slow: about
 an hour and several GB of files), FXCPP_MODELS=a,b,c the ones named. Models that ``torch.export`` refuses skip with its
@@ -33,7 +33,8 @@ pytestmark = pytest.mark.skipif(_torch_compat.EXPORT_SAVE is None,
 import fxcpp.aten  # noqa: E402
 
 from difftools import tensor_leaves  # noqa: E402
-from test_pt2 import TOL, TinyGPT, _close  # noqa: E402
+from test_pt2 import TOL, _close  # noqa: E402
+from gpt2 import GPT2Decoder  # noqa: E402 -- examples/gpt2.py
 
 try:
     import torchvision
@@ -181,7 +182,7 @@ def test_gpt2_style_decoder(tmp_path):
     # specializes the mask's slice).
     torch.manual_seed(0)
     b, t = torch.export.Dim('b', min=1, max=8), torch.export.Dim('t', min=2, max=15)
-    ep = torch.export.export(TinyGPT().eval(), (torch.randint(0, 50, (2, 8)),), dynamic_shapes=({0: b, 1: t},))
+    ep = torch.export.export(GPT2Decoder().eval(), (torch.randint(0, 50, (2, 8)),), dynamic_shapes=({0: b, 1: t},))
     arg_sets = [(torch.randint(0, 50, (1, 5)),), (torch.randint(0, 50, (3, 15)),)]
     assert not _check_everywhere(ep, arg_sets, tmp_path)
 

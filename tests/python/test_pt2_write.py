@@ -21,7 +21,8 @@ pytestmark = pytest.mark.skipif(_torch_compat.EXPORT_SAVE is None,
 import fxcpp  # noqa: E402
 import fxcpp.aten  # noqa: E402
 
-from test_pt2 import TOL, LinConvRelu, MultiOut, TinyGPT, WithBuffer, WithConstant, _close  # noqa: E402
+from test_pt2 import TOL, LinConvRelu, MultiOut, WithBuffer, WithConstant, _close  # noqa: E402
+from gpt2 import GPT2Decoder  # noqa: E402 -- examples/gpt2.py
 
 try:
     import torchvision
@@ -136,7 +137,7 @@ def test_transformer_encoder_dynamic_batch(tmp_path):
 def test_gpt2_style_decoder_dynamic_batch_and_length(tmp_path):
     torch.manual_seed(0)
     b, t = torch.export.Dim('b', min=1, max=8), torch.export.Dim('t', min=2, max=15)
-    _roundtrip(tmp_path, TinyGPT(), (torch.randint(0, 50, (2, 8)),),
+    _roundtrip(tmp_path, GPT2Decoder(), (torch.randint(0, 50, (2, 8)),),
                [(torch.randint(0, 50, (1, 5)),), (torch.randint(0, 50, (3, 15)),)], dynamic_shapes=({0: b, 1: t},))
 
 
