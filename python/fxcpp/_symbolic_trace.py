@@ -21,6 +21,7 @@ import logging
 import math
 import os
 import sys
+import threading  # noqa: F401 -- a name torch.fx 2.x's module has
 import warnings
 from itertools import chain
 from types import CodeType, FunctionType, ModuleType, TracebackType  # noqa: F401 -- torch.fx 2.x's names
@@ -66,10 +67,32 @@ _orig_module_getattr: Callable = torch.nn.Module.__getattr__
 
 _proxyable_classes: Dict[Type, None] = {}
 
+# The type variables of torch.fx 2.x's signatures (wrap, the patcher).
+_T = TypeVar('_T')
+_F = TypeVar('_F', bound=Callable[..., Any])
+_P = ParamSpec('_P')
+
 _is_fx_tracing_flag = False
 
 
 log = logging.getLogger(__name__)
+
+
+# Note [One tracing flag]
+# ~~~~~~~~~~~~~~~~~~~~~~~
+# "Is symbolic tracing running?" On torch.fx 2.x that is a thread-local flag
+# (_is_fx_tracing_tls) that libraries read through
+# torch.fx._symbolic_trace.is_fx_tracing(); fxcpp's tracer sets that very flag
+# and its own is_fx_tracing() reads it, so the answer is one state for both
+# tracers and per thread, as torch.fx's is. torch.fx 1.13 keeps a module
+# global; there fxcpp keeps its own (_is_fx_tracing_flag) and sets torch.fx's
+# beside it while it traces.
+if _torch_compat.FX_TRACING_THREAD_LOCAL:
+    from torch.fx._symbolic_trace import (  # noqa: F401 -- torch.fx 2.x's names, shared state
+        _get_is_fx_tracing, _is_fx_tracing_context, _is_fx_tracing_tls, _set_is_fx_tracing)
+else:
+    def _get_is_fx_tracing() -> bool:
+        return _is_fx_tracing_flag
 
 
 if _torch_compat.FX_API_2:
@@ -85,11 +108,11 @@ if _torch_compat.FX_API_2:
 
     def is_fx_tracing():
         is_fx_tracing_warning()
-        return _is_fx_tracing_flag
+        return _get_is_fx_tracing()
 
     def is_fx_symbolic_tracing() -> bool:
         """True while symbolic tracing runs and Dynamo/torch.export is not compiling."""
-        return _is_fx_tracing_flag and not torch.compiler.is_compiling()
+        return _get_is_fx_tracing() and not torch.compiler.is_compiling()
 else:
     def is_fx_tracing():
         return _is_fx_tracing_flag
@@ -168,15 +191,20 @@ def _is_ph(x) -> bool:
     return x is PH or x is _torch_fx_symbolic_trace.PH
 
 
+def _transfer_attrs(fr: object, to: object) -> None:
+    """Copies the plain (not callable, not dunder) attributes of ``fr`` that ``to`` lacks."""
+    for name in dir(fr):
+        value = getattr(fr, name)
+        if not callable(value) and not name.startswith('__') and not hasattr(to, name):
+            setattr(to, name, value)
+
+
 def _transfer_ph_attrs(ph, node) -> None:
     """torch.fx 2.x: the plain attributes a user set on a placeholder object other than PH
     (PHWithMeta's ph_key, ...) become attributes of its placeholder node."""
     if ph is PH or ph is _torch_fx_symbolic_trace.PH:
         return
-    for name in dir(ph):
-        value = getattr(ph, name)
-        if not callable(value) and not name.startswith('__') and not hasattr(node, name):
-            setattr(node, name, value)
+    _transfer_attrs(ph, node)
 
 
 # Cache of autowrap function-id sets, keyed by the autowrap module tuple.
@@ -197,7 +225,18 @@ def _autowrap_ids_for(modules) -> frozenset:
     return ids
 
 
-_TENSOR_LIKE = (torch.Tensor, ScriptObject)
+# Note [Constant attributes]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A tensor (or ScriptObject; on torch.fx 2.x also a FakeScriptObject, a pytree
+# TreeSpec or an opaque custom-class object) met as an argument while tracing
+# becomes a get_attr node: of the module attribute that already holds it (found
+# once per trace over every module's __dict__), else of a fresh attribute of
+# the root. 1.13 names those "_tensor_constant<i>"; 2.x names them by kind
+# ("_tensor_constant", "_torchbind_obj", "_tree_spec_constant", "_opaque_obj")
+# through Tracer.get_fresh_qualname.
+_TENSOR_LIKE = _torch_compat.constant_attribute_types()
+_ConstantAttributeType = Union[_TENSOR_LIKE]  # noqa: F821 -- torch.fx 2.x's alias of those types
+_constant_attribute_types = _TENSOR_LIKE
 # Exact types commonly found in a Module's __dict__ that are never tensors.
 _NOT_TENSOR_TYPES = frozenset((bool, int, float, str, type(None), dict, collections.OrderedDict,
                                tuple, list, set))
@@ -362,11 +401,15 @@ class Tracer(TracerBase):
         # Constant tensors: refer to an existing attribute of the module
         # hierarchy when there is one, otherwise stash it on the root as
         # ``_tensor_constant<i>``.
-        if isinstance(a, (torch.Tensor, ScriptObject)):
+        if isinstance(a, _TENSOR_LIKE) or (_RECORDS_META and is_opaque_symbolic_type is not None
+                                           and is_opaque_symbolic_type(type(a))):
             qualname: Optional[str] = self.tensor_attrs.get(a)
 
-            if not qualname and _RECORDS_META:
-                qualname = self.get_fresh_qualname("_tensor_constant")
+            if not qualname and _RECORDS_META:  # Note [Constant attributes]
+                base_name = _torch_compat.constant_attribute_base_name(a)
+                if base_name is None:
+                    raise RuntimeError(f"cannot create constant arg for {a} of type {type(a)}.")
+                qualname = self.get_fresh_qualname(base_name)
                 self.tensor_attrs[a] = qualname
                 setattr(self.root, qualname, a)
             elif not qualname:
@@ -1127,6 +1170,15 @@ def symbolic_trace(
     )
     from ._lazy_graph_module import _make_graph_module  # it imports graph_module, which imports this module
     return _make_graph_module(tracer.root, graph, name)
+
+
+def __getattr__(name):
+    # torch.fx 2.x's module has _make_graph_module (from _lazy_graph_module, which imports
+    # graph_module, which imports this module: fetched on first use).
+    if name == '_make_graph_module':
+        from ._lazy_graph_module import _make_graph_module
+        return _make_graph_module
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # torch.fx's own helper (wrapped there), so that generated code names it as

@@ -81,6 +81,10 @@ def _fx_tracing_accessors():
 #: get_fx_tracing() -> bool and set_fx_tracing(bool): torch.fx's tracing flag (see above).
 get_fx_tracing, set_fx_tracing = _fx_tracing_accessors()
 
+#: torch.fx's tracing flag is thread-local (2.x): fxcpp shares it (Note [One tracing flag] in
+#: fxcpp/_symbolic_trace.py).
+FX_TRACING_THREAD_LOCAL = hasattr(__import__('torch.fx._symbolic_trace').fx._symbolic_trace, '_get_is_fx_tracing')
+
 
 def fx_wrapped_fns():
     """(globals dict, function name) pairs registered through torch.fx.wrap: a list of such
@@ -252,6 +256,39 @@ HAS_EXPORT = EXPORT_SAVE is not None and hasattr(torch.export, 'export')
 TRACER_RECORDS_META = FX_DIALECT == '2'
 
 
+#: torch.fx 2.x's TracerBase.create_arg also passes OpOverloads, higher-order operators, enum
+#: members and opaque constants through unchanged, records a dataclass instance as a
+#: call_function node of its class (fields as kwargs), and formats the node into the "Keys for
+#: dictionaries ... cannot contain a Node" error (1.13 raises NotImplementedError for the former
+#: and leaves "{k}" unformatted). (Note [Arguments torch.fx 2.x records] in fxcpp/proxy.py.)
+CREATE_ARG_2X = FX_DIALECT == '2'
+
+
+def create_arg_passthrough_types():
+    """The types torch.fx 2.x's create_arg keeps as they are beyond its base types: a tuple of
+    classes for isinstance (empty on 1.13)."""
+    if not CREATE_ARG_2X:
+        return ()
+    import enum
+    kinds = [enum.Enum, torch._ops.OpOverload]
+    if hasattr(torch._ops, 'HigherOrderOperator'):
+        kinds.append(torch._ops.HigherOrderOperator)
+    return tuple(kinds)
+
+
+def is_opaque_constant_type(cls):
+    """torch 2.x's test for a registered opaque constant type (kept as is in node arguments);
+    False where torch has none."""
+    fn = _OPAQUE_CONSTANT
+    return fn is not None and fn(cls)
+
+
+try:
+    from torch._library.opaque_object import is_opaque_constant_type as _OPAQUE_CONSTANT
+except ImportError:
+    _OPAQUE_CONSTANT = None
+
+
 def tracer_uninteresting_files():
     """Files whose frames torch.fx 2.x leaves out of a recorded stack trace (its own tracing and
     compiler internals): torch's list (frozen set of paths, computed once by torch)."""
@@ -412,6 +449,32 @@ def _torch_library_names():
 
 
 FakeScriptObject, is_custom_class, is_opaque_symbolic_type = _torch_library_names()
+
+
+def constant_attribute_types():
+    """The values the tracer stores on the root and reads back with get_attr (Note [Constant
+    attributes] in fxcpp/_symbolic_trace.py): tensors and ScriptObjects on 1.13; torch.fx 2.x
+    adds FakeScriptObjects and pytree TreeSpecs."""
+    kinds = [torch.Tensor, torch._C.ScriptObject]
+    if FX_API_2:
+        import torch.utils._pytree as pytree
+        kinds += [t for t in (FakeScriptObject, getattr(pytree, 'TreeSpec', None)) if t is not None]
+    return tuple(kinds)
+
+
+def constant_attribute_base_name(value):
+    """The name stem of the root attribute a constant is stored under: "_tensor_constant" on
+    1.13; on 2.x by kind, as torch.fx 2.x names them. None: not a constant (2.x raises)."""
+    if not FX_API_2 or isinstance(value, torch.Tensor):
+        return '_tensor_constant'
+    if isinstance(value, tuple(t for t in (FakeScriptObject, torch._C.ScriptObject) if t is not None)):
+        return '_torchbind_obj'
+    import torch.utils._pytree as pytree
+    if isinstance(value, pytree.TreeSpec):
+        return '_tree_spec_constant'
+    if is_custom_class is not None and is_custom_class(type(value)):
+        return '_opaque_obj'
+    return None
 
 
 def split_module_global_state_targets():

@@ -14,6 +14,13 @@ metadata]).
 """
 import collections
 import copy
+import dataclasses
+import enum  # noqa: F401 -- enum ... types: names torch.fx 2.x's module has
+import logging
+import types  # noqa: F401
+from collections import OrderedDict  # noqa: F401
+from dataclasses import fields, is_dataclass  # noqa: F401
+from typing import Never, TypeVar, cast  # noqa: F401
 import dis
 import os
 
@@ -30,6 +37,8 @@ from ._C import _target_to_str
 from .graph import Graph, magic_methods, reflectable_magic_methods
 from .node import Argument, Node, Target, base_types, map_aggregate
 from .immutable_collections import immutable_dict as _immutable_dict, immutable_list as _immutable_list
+from .immutable_collections import immutable_dict, immutable_list  # noqa: F401 -- torch.fx's names
+from .node import map_arg  # noqa: F401
 
 # Containers the fast argument path rebuilds exactly as create_arg would
 # (torch.fx's Interpreter hands node.kwargs over as an immutable_dict).
@@ -45,6 +54,18 @@ from . import traceback as fx_traceback
 
 __all__ = ['TracerBase', 'GraphAppendingTracer', 'TraceError', 'Proxy', 'MetaProxy', 'Attribute', 'ParameterProxy',
            'Scope', 'ScopeContextManager']
+
+log = logging.getLogger(__name__)
+
+# torch.fx 2.x's module-level helpers that hold no Node (stack-trace anchors that annotate_fn
+# registers, seq_nr lookup, callable checks, loggers and imported utilities): fxcpp's module
+# names torch.fx's own objects, so registered state is one state for both tracers.
+for _name in ('_STACK_TRACE_ANCHORS', '_register_stack_trace_anchor', '_is_arbitrary_callable',
+              '_find_arbitrary_callable', '_get_seq_nr', 'annotation_log', 'CapturedTraceback',
+              'getArtifactLogger', 'tree_map_', 'is_opaque_constant_type'):
+    if hasattr(_torch_fx_proxy, _name):
+        globals()[_name] = getattr(_torch_fx_proxy, _name)
+del _name
 
 # torch.fx 2.x's tracing bookkeeping is on (Note [Tracing metadata]).
 _RECORDS_META = _torch_compat.TRACER_RECORDS_META
@@ -128,13 +149,68 @@ def _fast_create_arg(tracer, a):
     return tracer.create_arg(a)
 
 
+def _no_nodes_error(arg: Argument) -> Never:
+    """Raises the error for a Node met inside a dict key (torch.fx 2.x names the node; 1.13's
+    message says "{k}" verbatim, and so does fxcpp's there)."""
+    if _torch_compat.CREATE_ARG_2X:
+        raise RuntimeError("Keys for dictionaries used as an argument cannot contain a "
+                           f"Node. Got key: {arg}")
+    raise RuntimeError("Keys for dictionaries used as an argument cannot contain a "
+                       "Node. Got key: {k}")
+
+
 def _check_no_node_in_key(k):
     def no_node(arg):
         if isinstance(arg, Node):
-            # (sic) torch.fx does not format the key into this message
-            raise RuntimeError("Keys for dictionaries used as an argument cannot contain a "
-                               "Node. Got key: {k}")
+            _no_nodes_error(arg)
     map_aggregate(k, no_node)
+
+
+def _create_arg_dict(self: 'TracerBase', a: Dict[Any, Any]) -> Dict[Any, Argument]:
+    """``self.create_arg`` of each value of ``a``, and of each key that is not a str, which must
+    not hold a Node."""
+    r = {}
+    for k, v in a.items():
+        if type(k) is not str:
+            k = self.create_arg(k)
+            _check_no_node_in_key(k)
+        r[k] = self.create_arg(v)
+    return r
+
+
+# Note [Arguments torch.fx 2.x records]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Beyond 1.13's proxies, containers, slices and base types, torch.fx 2.x's
+# TracerBase.create_arg rebuilds ranges from their converted bounds, keeps OpOverloads, higher-order operators, enum members
+# and registered opaque constants in the node's arguments as they are (the code
+# writes them as globals: `torch.ops.aten.relu.default`, `E.A`), and records a
+# dataclass instance as a call_function node of its class with its fields as
+# keyword arguments (`dc = __main___DC(a = x, b = 2)`), so the graph rebuilds it.
+# _torch_compat.CREATE_ARG_2X selects this; 1.13 refuses all of them with
+# NotImplementedError, as torch.fx 1.13 does.
+_PASSTHROUGH_2X = _torch_compat.create_arg_passthrough_types()
+
+
+def _create_arg_as_is(self, a):
+    return a
+
+
+def _create_arg_list(self, a):
+    return [self.create_arg(elem) for elem in a]
+
+
+#: torch.fx 2.x's create_arg handles these exact types first (lists of every kind come back as
+#: plain lists there); empty on 1.13, whose create_arg has no such table.
+_create_arg_bypass: Dict[type, Callable[['TracerBase', Any], Argument]] = {}
+if _torch_compat.CREATE_ARG_2X:
+    _create_arg_bypass.update({t: _create_arg_as_is for t in (*base_types, type(None), type(...),
+                                                               *_PASSTHROUGH_2X[1:])})
+    _create_arg_bypass.update({
+        tuple: lambda self, a: tuple(self.create_arg(elem) for elem in a),
+        list: _create_arg_list, _immutable_list: _create_arg_list,
+        dict: _create_arg_dict, _immutable_dict: _create_arg_dict,
+    })
+_CREATE_ARG_BYPASS = bool(_create_arg_bypass)
 
 
 # code object -> (sorted offsets, instructions); used by the bytecode sniffers
@@ -459,6 +535,10 @@ class TracerBase:
         argument (Proxies become their Nodes, containers are converted element-wise).
         Override to accept further types.
         """
+        if _CREATE_ARG_BYPASS:  # torch.fx 2.x: exact common types first (Note [Arguments torch.fx 2.x records])
+            handler = _create_arg_bypass.get(type(a))
+            if handler is not None:
+                return handler(self, a)
         if not isinstance(a, Proxy) and hasattr(a, '__fx_create_arg__'):
             return a.__fx_create_arg__(self)
         # aggregates
@@ -470,13 +550,7 @@ class TracerBase:
         elif isinstance(a, (tuple, list)):
             return type(a)(self.create_arg(elem) for elem in a)
         elif isinstance(a, dict):
-            r = {}
-            for k, v in a.items():
-                # Dict keys must not contain a Proxy/Node anywhere.
-                k = self.create_arg(k)
-                _check_no_node_in_key(k)
-                r[k] = self.create_arg(v)
-            return r
+            return _create_arg_dict(self, a)
         elif isinstance(a, slice):
             return slice(self.create_arg(a.start), self.create_arg(a.stop), self.create_arg(a.step))
 
@@ -485,6 +559,14 @@ class TracerBase:
             return a.node
         elif isinstance(a, base_types) or a is None or a is ...:
             return a
+        elif _torch_compat.CREATE_ARG_2X:  # Note [Arguments torch.fx 2.x records]
+            if isinstance(a, range):
+                return range(self.create_arg(a.start), self.create_arg(a.stop), self.create_arg(a.step))
+            if isinstance(a, _PASSTHROUGH_2X) or _torch_compat.is_opaque_constant_type(type(a)):
+                return a
+            if dataclasses.is_dataclass(a) and not isinstance(a, type):
+                kwargs = {f.name: self.create_arg(getattr(a, f.name)) for f in dataclasses.fields(a)}
+                return self.create_node("call_function", a.__class__, (), kwargs)
         raise NotImplementedError(f"argument of type: {type(a)}")
 
     @compatibility(is_backward_compatible=True)
@@ -788,6 +870,8 @@ class ParameterProxy(Proxy):
 # Exact Proxy classes whose ``.node`` can be taken directly by the fast path.
 # (Subclasses defined by users go through ``create_arg``.)
 _proxy_types = frozenset((Proxy, Attribute, ParameterProxy))
+if _CREATE_ARG_BYPASS:
+    _create_arg_bypass[Proxy] = lambda self, a: a.node
 
 
 def _define_magic(method: str):

@@ -22,7 +22,7 @@ import torch
 import torch.fx
 
 import fxcpp as fx
-from torch2 import NEW_API, TORCH2
+from torch2 import TORCH2
 import fxcpp._pytree as fx_pytree
 import fxcpp._symbolic_trace as fx_st
 import fxcpp.proxy as fx_proxy
@@ -103,8 +103,8 @@ def make_module(name, source):
 # ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("ref_mod, our_mod", [
-    pytest.param(torch.fx.proxy, fx_proxy, marks=NEW_API),
-    pytest.param(torch.fx._symbolic_trace, fx_st, marks=NEW_API),
+    (torch.fx.proxy, fx_proxy),
+    (torch.fx._symbolic_trace, fx_st),
     (torch.fx._pytree, fx_pytree),
 ])
 def test_module_names_mirror_torch_fx(ref_mod, our_mod):
@@ -1512,3 +1512,131 @@ def test_torchvision_shufflenet_unpacking_py311():
         assert torch.allclose(ours(x), model(x), atol=1e-5)
     if FX_BROKEN_ON_PY311:
         assert error_of(lambda: torch.fx.symbolic_trace(model))[0] == "TraceError"
+
+
+# ---------------------------------------------------------------------------
+# arguments torch.fx 2.x records (Note [Arguments torch.fx 2.x records])
+# ---------------------------------------------------------------------------
+
+class _Colour(__import__('enum').Enum):
+    RED = 1
+    BLUE = 2
+
+
+@__import__('dataclasses').dataclass
+class _Box:
+    value: object
+    scale: int
+
+
+def _unbox(box):
+    return box.value * box.scale
+
+
+def _rows(x, r):
+    return x[list(r)]
+
+
+torch.fx.wrap('_unbox')
+fx.wrap('_unbox')
+torch.fx.wrap('_rows')
+fx.wrap('_rows')
+
+
+def _enum_arg(x):
+    return torch.relu(x), _Colour.BLUE
+
+
+def _dataclass_arg(x):
+    return _unbox(_Box(x + 1, 3))
+
+
+def _op_overload_arg(x):
+    return torch.ops.aten.relu.default(x), torch.ops.aten.relu.default
+
+
+def _range_arg(x):
+    return _rows(x, range(0, 3, 2))
+
+
+def _node_in_dict_key(x):
+    return {(x, 1): 2}
+
+
+def _outcome(lib, fn, x):
+    try:
+        gm = lib.symbolic_trace(fn)
+    except Exception as e:  # noqa: BLE001 -- the error is what is compared
+        return ('error', type(e).__name__, str(e)), None
+    return ('code', gm.code, str(gm.graph)), gm(x)
+
+
+@pytest.mark.parametrize('fn', [_enum_arg, _dataclass_arg, _op_overload_arg, _range_arg, _node_in_dict_key])
+def test_argument_kinds_are_recorded_as_torch_fx_records_them(fn):
+    # torch.fx 2.x keeps enum members, OpOverloads and ranges in arguments and records a dataclass
+    # as a call of its class; 1.13 refuses them (NotImplementedError). A Node in a dict key is an
+    # error on both, 2.x naming the node. fxcpp follows the installed torch.fx, text included.
+    x = torch.randn(3, 4)
+    ref, ref_out = _outcome(torch.fx, fn, x)
+    ours, our_out = _outcome(fx, fn, x)
+    assert ours == ref
+    if ref[0] == 'code':
+        assert_same_outputs(ref_out, our_out)
+    if TORCH2 and fn is not _node_in_dict_key:
+        assert ref[0] == 'code'  # the kinds 2.x accepts: the comparison covered a real trace
+
+
+_SPEC = __import__('torch.utils._pytree').utils._pytree.tree_flatten((1, {'a': 2}))[1]
+
+
+def _unflatten(x, spec):
+    return __import__('torch.utils._pytree').utils._pytree.tree_unflatten([x, x + 1], spec)
+
+
+torch.fx.wrap('_unflatten')
+fx.wrap('_unflatten')
+
+
+def _tree_spec_arg(x):
+    return _unflatten(x, _SPEC)
+
+
+def test_tree_spec_constant_is_stored_as_torch_fx_stores_it():
+    # torch.fx 2.x keeps a pytree TreeSpec met as an argument on the root as
+    # `_tree_spec_constant<i>` and reads it with get_attr (Note [Constant attributes]);
+    # 1.13 refuses it. Same code, graph and outputs as the installed torch.fx.
+    x = torch.randn(2)
+    ref, ref_out = _outcome(torch.fx, _tree_spec_arg, x)
+    ours, our_out = _outcome(fx, _tree_spec_arg, x)
+    assert ours == ref
+    if TORCH2:
+        assert ref[0] == 'code' and '_tree_spec_constant0' in ref[1]
+        assert repr(our_out) == repr(ref_out)
+
+
+def test_is_fx_tracing_is_one_flag_per_thread_as_in_torch_fx():
+    # torch.fx 2.x's flag is thread-local: another thread does not see a trace running here
+    # (1.13: a module global, seen everywhere). fxcpp's is_fx_tracing() and torch.fx's agree
+    # with each other and with torch.fx's own behaviour (Note [One tracing flag]).
+    import threading
+
+    def probe(lib):
+        seen = {}
+
+        def f(x):
+            seen['here'] = (lib._symbolic_trace.is_fx_tracing(), torch.fx._symbolic_trace.is_fx_tracing())
+            t = threading.Thread(target=lambda: seen.__setitem__(
+                'other', (lib._symbolic_trace.is_fx_tracing(), torch.fx._symbolic_trace.is_fx_tracing())))
+            t.start()
+            t.join()
+            return x + 1
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            lib.symbolic_trace(f)
+        seen['after'] = (lib._symbolic_trace.is_fx_tracing(), torch.fx._symbolic_trace.is_fx_tracing())
+        return seen
+
+    ref, ours = probe(torch.fx), probe(fx)
+    assert ours == ref
+    assert ours['here'] == (True, True) and ours['after'] == (False, False)
+    assert ours['other'] == ((False, False) if fx_st._torch_compat.FX_TRACING_THREAD_LOCAL else (True, True))

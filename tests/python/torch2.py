@@ -20,11 +20,6 @@ def xfail2(what):
     return pytest.mark.xfail(condition=TORCH2, reason=f'torch.fx 2.14 {what} (issue 23)', strict=True)
 
 
-#: Public API added in torch.fx 2.x.
-NEW_API = xfail2('has public API fxcpp does not have yet (python_code/print_readable options, '
-                 'proxy.MetaProxy/Scope, _symbolic_trace helpers)')
-
-
 #: torch.fx code run on fxcpp objects.
 FX_NODE_NOT_A_BASE = pytest.mark.xfail(
     condition=_torch_compat.FX_NODE_HAS_C_BASE,
