@@ -3,7 +3,8 @@ models, nn.TransformerEncoder and a dynamic batch. Each is compiled for inferenc
 fxcpp's C++ runtime (no graph falls back to eager) and match eager (rtol=atol=1e-4).
 
 `make test` runs a representative subset; FXCPP_ALL_MODELS=1 runs every torchvision
-classification model (tens of minutes: Dynamo and AOTAutograd trace each one).
+classification model but TOO_COSTLY (tens of minutes: Dynamo and AOTAutograd trace each one),
+FXCPP_ALL_MODELS=costly those five too.
 """
 import inspect
 import logging
@@ -31,9 +32,12 @@ TOO_COSTLY = {'vit_h_14': '167 GFLOPs', 'regnet_y_128gf': '128 GFLOPs', 'vit_l_1
 
 
 def _names():
-    if not os.environ.get('FXCPP_ALL_MODELS'):
+    # FXCPP_ALL_MODELS=1: every model but TOO_COSTLY; FXCPP_ALL_MODELS=costly: those too.
+    which = os.environ.get('FXCPP_ALL_MODELS')
+    if not which:
         return list(DEFAULT)
-    return [n for n in torchvision.models.list_models(module=torchvision.models) if n not in TOO_COSTLY]
+    return [n for n in torchvision.models.list_models(module=torchvision.models)
+            if which == 'costly' or n not in TOO_COSTLY]
 
 
 def _side(name):
