@@ -220,6 +220,35 @@ PyObject* graph_create_node(PyObject* self, PyObject* const* fargs, Py_ssize_t n
   return w.release();
 }
 
+PyObject* erase_hooks_key() {
+  static PyObject* key = check(PyUnicode_InternFromString("_erase_node_hooks"));
+  return key;
+}
+
+// Whether `graph`'s owning module (its `_owning_module`, torch.fx 2.x) has a non-empty hook list
+// named `attr` (Note [GraphModule node hooks] in graph.py). Errors reading either count as "has
+// hooks": the Python helper then reads them again and raises what they raise.
+bool owner_has_hooks(PyObject* graph, PyObject* attr) {
+  static PyObject* owner_key = check(PyUnicode_InternFromString("_owning_module"));
+  Ref owner = Ref::steal(PyObject_GetAttr(graph, owner_key));
+  if (!owner) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return PyErr_Clear(), true;
+    PyErr_Clear();
+    return false;
+  }
+  if (owner.get() == Py_None) return false;
+  Ref hooks = Ref::steal(PyObject_GetAttr(owner.get(), attr));
+  if (!hooks) {
+    bool missing = PyErr_ExceptionMatches(PyExc_AttributeError);
+    PyErr_Clear();
+    return !missing;
+  }
+  if (hooks.get() == Py_None) return false;
+  int t = PyObject_IsTrue(hooks.get());
+  if (t < 0) PyErr_Clear();
+  return t != 0;
+}
+
 PyObject* graph_erase_node(PyObject* self, PyObject* const* fargs, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject* node;
   if (!parse_fast("erase_node", fargs, nargs, kwnames, {"to_erase"}, 1, &node)) return nullptr;
@@ -230,9 +259,11 @@ PyObject* graph_erase_node(PyObject* self, PyObject* const* fargs, Py_ssize_t na
   Node* n = reinterpret_cast<PyNode*>(node)->node;
   if (!n) return node_of(node), nullptr;
   Graph* g = graph_of(self);
-  if (helpers().erase_node_2x != Py_None) {
+  if (helpers().erase_node_2x != Py_None && !(n && !n->erased() && n->graph() == g && n->num_users() == 0 &&
+                                                !owner_has_hooks(self, erase_hooks_key()))) {
     // torch.fx 2.x's checks, order and messages, and its erase-node hooks (Note [GraphModule
-    // node hooks] in graph.py); False: an erased node, which 2.x only warns about.
+    // node hooks] in graph.py); False: an erased node, which 2.x only warns about. A node that
+    // passes every check, of a graph whose owner has no erase-node hook, is erased here.
     Ref go = Ref::steal(PyObject_CallFunctionObjArgs(helpers().erase_node_2x, self, node, nullptr));
     if (!go) return nullptr;
     int proceed = PyObject_IsTrue(go.get());

@@ -38,9 +38,9 @@ Traced from_torchscript(::torch::jit::Module& module, const std::vector<at::Tens
     if (ok) options.input_names = std::move(names);
   }
   for (const auto& p : module.named_parameters(true))
-    options.named_tensors.push_back(NamedTensor{p.name, NamedTensor::Kind::Parameter, p.value});
+    options.named_tensors.push_back(NamedTensor{p.name, NamedTensor::Kind::Parameter, p.value, std::nullopt});
   for (const auto& b : module.named_buffers(true))
-    options.named_tensors.push_back(NamedTensor{b.name, NamedTensor::Kind::Buffer, b.value});
+    options.named_tensors.push_back(NamedTensor{b.name, NamedTensor::Kind::Buffer, b.value, std::nullopt});
   auto run = [&](const std::vector<at::Tensor>& in) {
     // No autograd (no DifferentiableGraph), no optimization passes (no fusion
     // groups): the interpreter calls the operators one by one.

@@ -888,7 +888,7 @@ TEST(Capture, MetaRefusesTensorsWithoutAMetaForm) {
   at::Tensor w = at::eye(3).to_sparse();
   auto fn = [&](const std::vector<at::Tensor>& in) { return at::mm(w, in[0]); };
   TraceOptions opts;
-  opts.named_tensors.push_back(NamedTensor{"w", NamedTensor::Kind::Buffer, w});
+  opts.named_tensors.push_back(NamedTensor{"w", NamedTensor::Kind::Buffer, w, std::nullopt});
   at::Tensor x = at::randn({3, 2});
   opts.execution = Execution::Meta;
   try {

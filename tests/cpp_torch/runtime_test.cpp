@@ -217,7 +217,7 @@ TEST(Runtime, ListsOfNodesAndTensorConstants) {
   Node* c = g->call_function(aten_op("aten::cat"), {Argument::list({N(x), N(r), N(w)}), Argument::integer(0)});
   g->output(N(c));
   at::Tensor wt = at::randn({1, 4});
-  Module m(std::move(g), {{"w", NamedTensor::Kind::Constant, wt}});
+  Module m(std::move(g), {{"w", NamedTensor::Kind::Constant, wt, std::nullopt}});
   at::Tensor xt = at::randn({2, 4});
   EXPECT_TRUE(at::allclose(m.forward({xt}).toTensor(), at::cat({xt, at::relu(xt), wt}, 0)));
   ASSERT_NE(m.find_tensor("w"), nullptr);

@@ -96,8 +96,8 @@ TEST(Save, CapturedGraphSavesReloadsAndRuns) {
   at::Tensor w_view = w.view({4, 27});
   at::Tensor c = at::randn({4});
   TraceOptions opts;
-  opts.named_tensors = {NamedTensor{"conv.weight", NamedTensor::Kind::Parameter, w},
-                        NamedTensor{"conv.weight_flat", NamedTensor::Kind::Buffer, w_view}};
+  opts.named_tensors = {NamedTensor{"conv.weight", NamedTensor::Kind::Parameter, w, std::nullopt},
+                        NamedTensor{"conv.weight_flat", NamedTensor::Kind::Buffer, w_view, std::nullopt}};
   auto fn = [&](const std::vector<at::Tensor>& in) {
     at::Tensor y = at::relu(at::conv2d(in[0], w, {}, 1, 1)) + c.view({1, 4, 1, 1});
     at::Tensor s = w_view.sum() * 2;
@@ -210,7 +210,7 @@ GraphAndTensors graph_with_tensor(int64_t floats) {
   Node* w = g.get_attr("w");
   Node* y = g.call_function(aten_op("aten::add.Tensor"), {Argument::node(x), Argument::node(w)});
   g.output(Argument::node(y));
-  out.tensors.push_back(NamedTensor{"w", NamedTensor::Kind::Buffer, at::arange(floats, at::kFloat)});
+  out.tensors.push_back(NamedTensor{"w", NamedTensor::Kind::Buffer, at::arange(floats, at::kFloat), std::nullopt});
   return out;
 }
 

@@ -257,9 +257,9 @@ template <typename M>
 std::vector<NamedTensor> module_tensors(M& module) {
   std::vector<NamedTensor> out;
   for (const auto& kv : module->named_parameters(true))
-    out.push_back(NamedTensor{kv.key(), NamedTensor::Kind::Parameter, kv.value()});
+    out.push_back(NamedTensor{kv.key(), NamedTensor::Kind::Parameter, kv.value(), std::nullopt});
   for (const auto& kv : module->named_buffers(true))
-    out.push_back(NamedTensor{kv.key(), NamedTensor::Kind::Buffer, kv.value()});
+    out.push_back(NamedTensor{kv.key(), NamedTensor::Kind::Buffer, kv.value(), std::nullopt});
   return out;
 }
 }  // namespace detail
