@@ -109,8 +109,8 @@ int fold_conv_bn(fxcpp::Graph& g, std::vector<fxcpp::torch::NamedTensor>& tensor
     // "block1.conv.weight" -> "block1.conv.folded_weight", "block1.conv.folded_bias"
     std::string base = conv->args()[1].as_node()->target().str().get();
     base = base.substr(0, base.rfind('.') + 1) + "folded_";
-    tensors.push_back({base + "weight", fxcpp::torch::NamedTensor::Kind::Parameter, w2});
-    tensors.push_back({base + "bias", fxcpp::torch::NamedTensor::Kind::Parameter, b2});
+    tensors.push_back({base + "weight", fxcpp::torch::NamedTensor::Kind::Parameter, w2, std::nullopt});
+    tensors.push_back({base + "bias", fxcpp::torch::NamedTensor::Kind::Parameter, b2, std::nullopt});
     by_name[base + "weight"] = w2;
     by_name[base + "bias"] = b2;
     Node *wn, *bn_node;
