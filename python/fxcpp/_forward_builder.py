@@ -72,11 +72,12 @@ class _EvalCacheLoader(object):
         # source -> (key, (code, params, return annotation, prologue)) of assembled functions
         self._assembled: Dict[str, Tuple[str, tuple]] = {}
 
-    def cache(self, src: str, globals: Optional[Dict[str, Any]] = None) -> str:
+    def cache(self, src: str, globals: Optional[Dict[str, Any]] = None,
+              co_fields: Optional[Dict[str, Any]] = None) -> str:
         """Remember ``src`` under a fresh pseudo file name and register a lazy
         linecache entry for it.  ``globals`` is accepted for API compatibility
-        and never mutated.  Returns the pseudo file name."""
-        key = self._get_key()
+        and never mutated.  Returns the pseudo file name (Note [Code object file names])."""
+        key = _with_co_fields(self._get_key(), co_fields)
         self.eval_cache[key] = src
         self._register(key)
         return key
@@ -129,33 +130,59 @@ class _EvalCacheLoader(object):
             memo.pop(next(iter(memo)), None)
         memo[src] = (key, value)
 
-    def compile(self, src: str) -> CodeType:
-        """Compile ``src`` (memoised on the source text)."""
-        code = self._hit(self._compiled, src)
+    def compile(self, src: str, co_fields: Optional[Dict[str, Any]] = None) -> CodeType:
+        """Compile ``src`` (memoised on the source text and ``co_fields``)."""
+        memo_key = _memo_key(src, co_fields)
+        code = self._hit(self._compiled, memo_key)
         if code is None:
-            key = self.cache(src)
+            key = self.cache(src, None, co_fields)
             code = compile(src, key, 'exec')
-            self._remember(self._compiled, src, key, code)
+            self._remember(self._compiled, memo_key, key, code)
         return code
 
-    def function(self, src: str, namespace: Dict[str, Any]) -> Optional[FunctionType]:
+    def function(self, src: str, namespace: Dict[str, Any],
+                 co_fields: Optional[Dict[str, Any]] = None) -> Optional[FunctionType]:
         """The function ``src`` defines, built from directly assembled bytecode
         with ``namespace`` as its globals; None when ``src`` needs ``compile()``
         (Note [Direct bytecode])."""
         if not _direct_bytecode_enabled():
             return None
-        assembled = self._hit(self._assembled, src)
+        memo_key = _memo_key(src, co_fields)
+        assembled = self._hit(self._assembled, memo_key)
         if assembled is None:
-            if src in self._compiled:
+            if memo_key in self._compiled:
                 return None
-            key = self._peek_key()   # what cache() will hand out
+            key = _with_co_fields(self._peek_key(), co_fields)   # what cache() will hand out
             refusal, assembled = _assemble(src, key)
             if refusal is not Refusal.NONE:     # outside the subset: compile()
                 return None
             if _VERIFY_BYTECODE:
                 _check_assembled(src, key, assembled[0])
-            self._remember(self._assembled, src, self.cache(src), assembled)
+            self._remember(self._assembled, memo_key, self.cache(src, None, co_fields), assembled)
         return _make_function(assembled, namespace)
+
+
+# Note [Code object file names]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Generated code is registered with linecache under "<eval_with_key>.N". torch.fx
+# 2.x lets the graph say where its program came from (Graph._co_fields, which
+# Tracer.trace fills from the traced function's code object): with co_filename,
+# co_firstlineno and co_name the name becomes "<eval_with_key>.N from
+# <file>:<line> in <name>", so tracebacks and profilers name the user's file;
+# with co_filename alone it is that file name. The memo of compiled and
+# assembled code is keyed on the source and those fields together.
+def _with_co_fields(key: str, co_fields: Optional[Dict[str, Any]]) -> str:
+    if co_fields and 'co_filename' in co_fields:
+        if 'co_firstlineno' not in co_fields or 'co_name' not in co_fields:
+            return co_fields['co_filename']
+        return f"{key} from {co_fields['co_filename']}:{co_fields['co_firstlineno']} in {co_fields['co_name']}"
+    return key
+
+
+def _memo_key(src: str, co_fields: Optional[Dict[str, Any]]):
+    if not co_fields:
+        return src
+    return (src, co_fields.get('co_filename'), co_fields.get('co_firstlineno'), co_fields.get('co_name'))
 
 
 _loader = _EvalCacheLoader()
@@ -257,17 +284,17 @@ def _make_function(assembled: tuple, namespace: Dict[str, Any]) -> FunctionType:
     return fn
 
 
-def _exec_with_source(src: str, globals: Dict[str, Any]):
-    exec(_loader.compile(src), globals)
+def _exec_with_source(src: str, globals: Dict[str, Any], co_fields: Optional[Dict[str, Any]] = None):
+    exec(_loader.compile(src, co_fields), globals)
 
 
-def _forward_from_src(src: str, globals: Dict[str, Any]):
+def _forward_from_src(src: str, globals: Dict[str, Any], co_fields: Optional[Dict[str, Any]] = None):
     # work on a copy: the caller's globals stay untouched
     namespace = dict(globals)
-    fn = _loader.function(src, namespace)
+    fn = _loader.function(src, namespace, co_fields)
     if fn is not None:
         return fn
-    _exec_with_source(src, namespace)
+    _exec_with_source(src, namespace, co_fields)
     return namespace.pop('forward')
 
 
@@ -276,15 +303,16 @@ class _LazyForward:
 
     On first lookup it builds the function from the source and replaces
     itself on the owning class with it, so later lookups cost nothing extra."""
-    __slots__ = ('src', 'globals', 'owner')
+    __slots__ = ('src', 'globals', 'owner', 'co_fields')
 
-    def __init__(self, src: str, globals: Dict[str, Any], owner: type):
+    def __init__(self, src: str, globals: Dict[str, Any], owner: type, co_fields: Optional[Dict[str, Any]] = None):
         self.src = src
         self.globals = globals
         self.owner = owner
+        self.co_fields = co_fields
 
     def materialize(self):
-        fn = _forward_from_src(self.src, self.globals)
+        fn = _forward_from_src(self.src, self.globals, self.co_fields)
         owner = self.owner
         if owner.__dict__.get('forward') is self:
             owner.forward = fn

@@ -589,6 +589,18 @@ class Tracer(TracerBase):
             next(names_iter)  # skip self
             args.append(self.root)
 
+        # torch.fx 2.x: flat concrete_args (a tuple) for a root whose only named parameter is
+        # `self` (or, for a function, the first) and that takes *args/**kwargs become
+        # placeholders input_0, input_1, ... passed straight through.
+        if (_torch_compat.FX_API_2 and isinstance(concrete_args, tuple) and len(concrete_args) > 0
+                and (co.co_flags & HAS_VARSTUFF) and total_args == 1):
+            for i, concrete_arg in enumerate(concrete_args):
+                out = self.create_proxy("placeholder", f"input_{i}", (), {})
+                if _is_ph(concrete_arg):
+                    _transfer_ph_attrs(concrete_arg, out.node)
+                args.append(out)
+            return root_fn, args
+
         sig = inspect.signature(fn_for_analysis)
         annotations = fn_for_analysis.__annotations__
 
@@ -733,6 +745,10 @@ class Tracer(TracerBase):
 
             tracer_cls: Optional[Type["Tracer"]] = getattr(self, "__class__", None)
             self.graph = Graph(tracer_cls=tracer_cls)
+            if _RECORDS_META and hasattr(fn, '__code__'):  # Note [Code object file names]
+                code = fn.__code__
+                self.graph._co_fields = {'co_name': code.co_name, 'co_filename': code.co_filename,
+                                         'co_firstlineno': code.co_firstlineno}
 
             # Map constant tensor attributes of the module hierarchy to their
             # qualified names (used by create_arg).

@@ -81,6 +81,11 @@ def _fx_tracing_accessors():
 #: get_fx_tracing() -> bool and set_fx_tracing(bool): torch.fx's tracing flag (see above).
 get_fx_tracing, set_fx_tracing = _fx_tracing_accessors()
 
+#: torch.fx 2.x's context variable under which GraphModule deep copies share torchbind objects
+#: without __getstate__/__setstate__ and process groups instead of copying them (None: none).
+SHARE_TORCHBIND_ON_DEEPCOPY = getattr(__import__('torch.fx.graph_module').fx.graph_module,
+                                      '_share_torchbind_and_process_group', None)
+
 #: torch.fx's tracing flag is thread-local (2.x): fxcpp shares it (Note [One tracing flag] in
 #: fxcpp/_symbolic_trace.py).
 FX_TRACING_THREAD_LOCAL = hasattr(__import__('torch.fx._symbolic_trace').fx._symbolic_trace, '_get_is_fx_tracing')

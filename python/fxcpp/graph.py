@@ -13,6 +13,7 @@ import enum
 import inspect
 import math
 import os
+import types
 import typing
 import warnings
 from dataclasses import dataclass
@@ -383,6 +384,8 @@ class Graph(*_torch_compat.graph_bases(_C.GraphBase)):
         self._tracer_cls = tracer_cls
         self._tracer_extras = tracer_extras
         self._codegen = CodeGen()
+        if _torch_compat.FX_API_2:
+            self._co_fields: Dict[str, Any] = {}  # where the program came from (Note [Code object file names])
 
     @property
     def owning_module(self):
@@ -756,6 +759,14 @@ def _origin_type(origin, annotation=None):
     return _origin_type_map.get(origin, origin)
 
 
+def _union_origin(annotation):
+    """typing.Union for a PEP 604 union (``X | Y``), which torch.fx 2.x's generated code writes
+    as ``typing_Union[X,Y]``; None on 1.13, which names the union as one global."""
+    if _torch_compat.FX_API_2 and isinstance(annotation, types.UnionType) and '|' in _type_repr(annotation):
+        return typing.Union
+    return None
+
+
 _OP_TYPES = tuple(t for t in (getattr(torch._ops, 'OpOverload', None), getattr(torch._ops, 'HigherOrderOperator', None))
                   if t is not None)
 
@@ -948,6 +959,7 @@ def _helper_table():
         '_meta_annotation': _meta_annotation,
         '_comment_parts': _comment_parts,
         '_keyword_params': _keyword_params,
+        '_union_origin': _union_origin,
         # Note [GraphModule node hooks]: torch.fx 2.x only
         '_create_node_hooks': _fire_create_node_hooks if _torch_compat.FX_API_2 else None,
         '_erase_node_2x': _erase_node_2x if _torch_compat.FX_API_2 else None,

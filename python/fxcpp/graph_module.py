@@ -95,16 +95,27 @@ def reduce_deploy_graph_module(
     return _deserialize_graph_module(forward, body)
 
 
+# GraphModule.meta's entry of attributes a deep copy sets on the copy (torch.fx 2.x).
+_USER_PRESERVED_ATTRIBUTES_KEY = "_user_preserved_attributes"
+
+
+class _CodeOnlyModule(torch.nn.Module):
+    """The module a pickled GraphModule's saved ``__dict__`` is re-traced through (its class gets
+    the saved ``forward``)."""
+
+    def __init__(self, body):
+        super().__init__()
+        self.__dict__ = body
+
+
 def _deserialize_graph_module(forward, body: Dict[Any, Any]) -> torch.nn.Module:
     """Rebuild a GraphModule from its saved ``__dict__`` (minus the graph) and
     its generated ``forward``: the graph is recovered by symbolically tracing
     the generated code, treating every submodule as a leaf."""
 
     # symbolic tracing reads ``forward`` off the class, so give it a class
-    class CodeOnlyModule(torch.nn.Module):
-        def __init__(self, body):
-            super().__init__()
-            self.__dict__ = body
+    class CodeOnlyModule(_CodeOnlyModule):
+        pass
 
     CodeOnlyModule.forward = forward
 
@@ -353,7 +364,13 @@ class GraphModule(torch.nn.Module):
                 self.training = root.training
             seen: Set[str] = set()
             paths: Dict[str, Tuple[Any, Any]] = {}
-            for node in graph.nodes:
+            if _torch_compat.FX_API_2 and isinstance(root, _CodeOnlyModule):
+                # torch.fx 2.x: a module rebuilt from its pickle keeps every submodule, buffer and
+                # parameter it had, used by the graph or not.
+                for name in [k for k, _ in root.named_children()] + [k for k, _ in root.named_buffers()] + \
+                        [k for k, _ in root.named_parameters()]:
+                    _copy_attr(root, self, name, paths)
+            for node in () if _torch_compat.FX_API_2 and isinstance(root, _CodeOnlyModule) else graph.nodes:
                 if node.op in _GET_ATTR_OR_CALL_MODULE:
                     target = node.target
                     assert isinstance(target, str)
@@ -592,10 +609,11 @@ class {module_name}(torch.nn.Module):
             self._prologue_start = python_code._prologue_start
 
         cls = type(self)
+        co_fields = graph.__dict__.get('_co_fields')  # Note [Code object file names]
         if _LAZY_FORWARD:
-            cls.forward = _LazyForward(src, python_code.globals, cls)
+            cls.forward = _LazyForward(src, python_code.globals, cls, co_fields)
         else:
-            cls.forward = _forward_from_src(src, python_code.globals)
+            cls.forward = _forward_from_src(src, python_code.globals, co_fields)
 
         # Wrap calls for error reporting.  If this very class defines its own
         # ``__call__`` that one is wrapped; otherwise the wrapper dispatches
@@ -650,18 +668,47 @@ class {module_name}(torch.nn.Module):
 
     # __reduce__ re-traces; deepcopy must not go through it
     def __deepcopy__(self, memo):
+        if _torch_compat.FX_API_2:
+            return self._deepcopy_2x(memo)
         fake_mod = torch.nn.Module()
         fake_mod.__dict__ = copy.deepcopy(self.__dict__)
-        res = GraphModule(fake_mod, fake_mod.__dict__['_graph'])
-        if _torch_compat.FX_API_2:
-            # torch.fx 2.x keeps the node hooks and meta, then calls the deepcopy hooks on the copy.
-            for attr in ('_replace_hooks', '_create_node_hooks', '_erase_node_hooks', '_deepcopy_hooks'):
-                if attr in fake_mod.__dict__:
-                    setattr(res, attr, fake_mod.__dict__[attr])
-            res.meta = fake_mod.__dict__.get('meta', {})
+        return GraphModule(fake_mod, fake_mod.__dict__['_graph'])
+
+    if _torch_compat.FX_API_2:
+        def _deepcopy_init(self) -> Callable[..., None]:
+            """The initializer a deep copy runs on the new instance (torch.fx 2.x's hook)."""
+            return GraphModule.__init__
+
+        def _deepcopy_2x(self, memo):
+            # torch.fx 2.x: a module of the same class, in the memo before its state is copied
+            # (so state that refers back to the module, e.g. meta, copies without recursion),
+            # keeping every submodule, buffer and parameter (_CodeOnlyModule), the state-dict and
+            # node hooks and meta; user-preserved attributes are restored from meta, then the
+            # deepcopy hooks see the copy.
+            res = type(self).__new__(type(self))
+            memo[id(self)] = res
+            share = _torch_compat.SHARE_TORCHBIND_ON_DEEPCOPY
+            if share is not None and share.get():
+                import torch.distributed as dist
+                groups = dist.ProcessGroup if dist.is_available() else ()
+                for v in self.__dict__.values():
+                    if isinstance(v, torch.ScriptObject) and not (v._has_method('__getstate__')
+                                                                  and v._has_method('__setstate__')):
+                        memo.setdefault(id(v), v)
+                    elif isinstance(v, groups):
+                        memo.setdefault(id(v), v)
+            fake_mod = _CodeOnlyModule(copy.deepcopy(self.__dict__, memo))
+            self._deepcopy_init()(res, fake_mod, fake_mod.__dict__['_graph'])
+            for attr in ('_state_dict_hooks', '_load_state_dict_pre_hooks', '_load_state_dict_post_hooks',
+                         '_replace_hooks', '_create_node_hooks', '_erase_node_hooks', '_deepcopy_hooks'):
+                if attr in self.__dict__:
+                    setattr(res, attr, copy.deepcopy(self.__dict__[attr], memo))
+            res.meta = copy.deepcopy(getattr(self, 'meta', {}), memo)
+            for name, value in res.meta.get(_USER_PRESERVED_ATTRIBUTES_KEY, {}).items():
+                setattr(res, name, value)
             for hook in getattr(self, '_deepcopy_hooks', ()):
                 hook(res)
-        return res
+            return res
 
     if _torch_compat.FX_API_2:
         # torch.fx 2.x's node hook registry (Note [GraphModule node hooks] in graph.py).

@@ -695,6 +695,27 @@ class Proxy(_torch_fx_proxy.Proxy):
     def __repr__(self) -> str:
         return f'Proxy({self.node.name})'
 
+    if _torch_compat.FX_API_2:
+        def __deepcopy__(self, memo: Dict[int, Any]) -> 'Proxy':
+            """torch.fx 2.x: a Proxy of deep copies of this one's attributes (node and tracer
+            included; an attribute that cannot be deep-copied is copied shallowly, with a warning).
+            Defined so that deepcopy does not reach ``__getattr__`` (an Attribute proxy)."""
+            new_dict = {}
+            for k, v in self.__dict__.items():
+                try:
+                    new_dict[k] = copy.deepcopy(v, memo)
+                except Exception:
+                    log.warning('Shallow copy %s of Proxy because it cannot be deepcopied. '
+                                'Proxy is created for node %s', k, self.node.name)
+                    new_dict[k] = copy.copy(v)
+            if 'node' not in new_dict:
+                raise AssertionError("'node' not in new_dict during proxy unpickling")
+            if 'tracer' not in new_dict:
+                raise AssertionError("'tracer' not in new_dict during proxy unpickling")
+            new_proxy = Proxy(new_dict['node'], new_dict['tracer'])
+            new_proxy.__dict__.update(new_dict)
+            return new_proxy
+
     def __getattr__(self, k) -> 'Attribute':
         # recorded lazily: a method call turns into one call_method node
         return Attribute(self, k)

@@ -143,6 +143,7 @@ struct Helpers {
   PyObject* meta_annotation = nullptr;   ///< _meta_annotation(value, stride, device, colored) -> str | None
   PyObject* comment_parts = nullptr;     ///< _comment_parts(meta, additional_meta) -> (prefix, middle)
   PyObject* keyword_params = nullptr;    ///< _keyword_params(callable) -> names it accepts by keyword
+  PyObject* union_origin = nullptr;      ///< _union_origin(X | Y) -> typing.Union (torch.fx 2.x) or None
   // torch.fx 2.x's GraphModule node hooks (Note [GraphModule node hooks] in graph.py): Py_None
   // on torch 1.13, whose torch.fx has none, and then not called.
   PyObject* create_node_hooks = nullptr; ///< _create_node_hooks(graph, node): after create_node

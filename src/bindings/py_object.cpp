@@ -1,4 +1,5 @@
 // ObjectInterface for Python objects, and Python <-> Argument conversion.
+#include <cstring>
 #include <iterator>
 #include <unordered_map>
 #ifdef __linux__
@@ -38,6 +39,7 @@ constexpr struct {
     {"_meta_annotation", &Helpers::meta_annotation},
     {"_comment_parts", &Helpers::comment_parts},
     {"_keyword_params", &Helpers::keyword_params},
+    {"_union_origin", &Helpers::union_origin},
     {"_create_node_hooks", &Helpers::create_node_hooks},
     {"_erase_node_2x", &Helpers::erase_node_2x},
     {"_rename_2x", &Helpers::rename_2x},
@@ -191,6 +193,13 @@ class PyInterface final : public ObjectInterface {
       throw PythonError();
     }
     Ref origin = Ref::steal(PyObject_GetAttrString(o, "__origin__"));
+    if (!origin && std::strcmp(Py_TYPE(o)->tp_name, "types.UnionType") == 0) {
+      // X | Y has no __origin__; torch.fx 2.x writes it as typing_Union[X,Y] (the helper says
+      // whether, and gives typing.Union), 1.13 as one global.
+      PyErr_Clear();
+      origin = owned(PyObject_CallOneArg(helpers().union_origin, o));
+      if (origin.get() == Py_None) origin = Ref();
+    }
     if (!origin) {
       PyErr_Clear();
       std::string hint = type_repr(p);

@@ -495,3 +495,100 @@ def test_meta_proxy_records_fake_values():
     assert run(fxcpp) == run(tfx)
     with pytest.raises(AssertionError, match='No MetaProxy found'):
         fxcpp.proxy.MetaProxy.__torch_function__(torch.relu, (), (torch.randn(2),))
+
+
+# ---- found by PyTorch's own test_fx.py (the 2.x stand-in suite, scripts/upstream) --------------
+
+class _OptionalArg(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
+        return x if y is None else x + y
+
+
+class _AddTwice(torch.nn.Module):
+    def forward(self, x):
+        return x + x
+
+
+def test_pep604_union_annotation_code_and_pickling_match_torch_fx():
+    # 2.x writes `X | None` as typing_Union[X,NoneType] (a global per part, so the module
+    # pickles); 1.13 names the union as one global. EmbeddingBag's forward is annotated so.
+    import pickle
+    for root in (_OptionalArg(), torch.nn.EmbeddingBag(10, 3, mode='sum')):
+        ref, ours = tfx.symbolic_trace(root), fxcpp.symbolic_trace(root)
+        assert ours.code == ref.code
+        if TORCH2:
+            assert 'typing_Union[' in ours.code
+            loaded = pickle.loads(pickle.dumps(ours))
+            loaded.graph.lint()
+            assert loaded.code == ours.code
+
+
+@needs2
+def test_generated_code_is_named_after_the_traced_file_as_in_torch_fx():
+    # torch.fx 2.x: the tracer records the traced function's code object fields, and the
+    # generated forward's co_filename says "<eval_with_key>.N from <file>:<line> in <name>".
+    ref, ours = tfx.symbolic_trace(_AddTwice()), fxcpp.symbolic_trace(_AddTwice())
+    want = ref.forward.__code__.co_filename
+    got = ours.forward.__code__.co_filename
+    assert got.split(' from ', 1)[1] == want.split(' from ', 1)[1]
+    assert __file__ in got and got.endswith(' in forward')
+    import linecache
+    assert ''.join(linecache.getlines(got)).rstrip('\n') == ours.code  # tracebacks still find the source
+
+
+def test_deepcopy_of_a_module_whose_meta_refers_to_it_matches_torch_fx():
+    import copy
+
+    def run(lib):
+        m = lib.symbolic_trace(_AddTwice())
+        if not hasattr(m, 'meta'):
+            return 'no meta'
+        m.meta['self'] = m
+        try:
+            c = copy.deepcopy(m)
+        except RecursionError:
+            return 'RecursionError'
+        return (c is not m, c.meta['self'] is c, type(c).__bases__ == type(m).__bases__)
+    assert run(fxcpp) == run(tfx)
+
+
+@needs2
+def test_proxy_deepcopy_matches_torch_fx():
+    import copy
+    for lib in (tfx, fxcpp):
+        gm = lib.symbolic_trace(_AddTwice())
+        node = list(gm.graph.nodes)[-2]
+        p = lib.Proxy(node, None)
+        node.proxy = p
+        p2 = copy.deepcopy(p)
+        assert type(p2) is lib.Proxy
+        assert p2.node is not node and p2.node.name == node.name and p2.node.target == node.target
+
+
+@needs2
+def test_flat_concrete_args_for_a_varargs_root_match_torch_fx():
+    class T(torch.nn.Module):
+        def forward(self, *args, **kwargs):
+            return args[0] + args[1]
+    args = (torch.rand(1), torch.rand(1))
+    ref = tfx.symbolic_trace(T(), concrete_args=(tfx.PH, tfx.PH))
+    ours = fxcpp.symbolic_trace(T(), concrete_args=(fxcpp.PH, fxcpp.PH))
+    ours.graph.lint()
+    assert ours.code == ref.code and str(ours.graph) == str(ref.graph)
+    assert torch.equal(ours(*args), ref(*args))
+
+
+def test_torch_save_keeps_unused_submodules_buffers_and_parameters_as_torch_fx():
+    import io
+
+    def run(lib):
+        gm = lib.symbolic_trace(_AddTwice())
+        gm.add_submodule('foo', _AddTwice())
+        gm.register_buffer('dummy_buffer', torch.empty(1))
+        gm.register_parameter('dummy_parameter', torch.nn.Parameter(torch.empty(1)))
+        b = io.BytesIO()
+        torch.save(gm, b)
+        b.seek(0)
+        r = torch.load(b, weights_only=False) if TORCH2 else torch.load(b)
+        return tuple(hasattr(r, a) for a in ('foo', 'dummy_buffer', 'dummy_parameter'))
+    assert run(fxcpp) == run(tfx)

@@ -27,3 +27,12 @@ def pytest_configure(config):
         raise unittest.SkipTest("libtorchbind_test.so was not built (scripts/upstream/build_torchbind.sh)")
 
     common_utils.find_library_location = find_library_location
+
+    # A stand-in suite from an older torch (UPSTREAM_214_VERSION, while Debian's 2.14.1 sources
+    # cannot be fetched) may import torch.export.export_for_training, which later torch removed
+    # in favour of torch.export.export (the same training-IR export). Without it test_fx.py does
+    # not import on either side; with this alias it runs, the same on both sides.
+    import torch
+    export = getattr(torch, "export", None)
+    if export is not None and hasattr(export, "export") and not hasattr(export, "export_for_training"):
+        export.export_for_training = export.export
