@@ -146,6 +146,9 @@ def _expand_lineno_map(info) -> Optional[Dict[int, Optional[int]]]:
     first)} for every body line v, from the core's (prologue_lines, body_lines, node lines)."""
     if info is None:
         return None
+    if len(info) == 2:  # (prologue_lines, int64 node per body line, -1: None)
+        prologue_lines, raw = info
+        return {prologue_lines + v: (None if x < 0 else x) for v, x in enumerate(memoryview(raw).cast('q'))}
     prologue_lines, body_lines, raw = info
     starts = memoryview(raw).cast('I')
     out: Dict[int, Optional[int]] = {}
@@ -198,11 +201,14 @@ class _LinenoMap(dict):
 
 def _python_code_of(result) -> 'PythonCode':
     """A PythonCode from the core's (src, globals, line info)."""
-    src, globals_, (prologue_start, prologue_lines, body_lines, node_lines) = result
+    src, globals_, (prologue_start, prologue_lines, body_lines, node_lines, line_nodes) = result
     pc = PythonCode(src, globals_)
     if _torch_compat.PYTHON_CODE_2X_OPTIONS:
         pc._prologue_start = prologue_start
-        pc.__dict__['_lineno_info'] = None if node_lines is None else (prologue_lines, body_lines, node_lines)
+        if line_nodes is not None:  # a body_transformer ran: one entry per body line
+            pc.__dict__['_lineno_info'] = (prologue_lines, line_nodes)
+        else:
+            pc.__dict__['_lineno_info'] = None if node_lines is None else (prologue_lines, body_lines, node_lines)
     return pc
 
 

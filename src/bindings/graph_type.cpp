@@ -641,13 +641,18 @@ PyObject* graph_python_code(PyObject* self, PyObject* args) {
   for (auto& kv : pc.globals) check(PyDict_SetItemString(globals.get(), kv.first.c_str(), obj_ptr(kv.second)));
   Ref src = owned(str_from_display_text(pc.src));  // constants' reprs are display text
   // Note [Line numbers of generated code]: (prologue_start, prologue_lines, body_lines,
-  // bytes of native uint32 node lines, or None), expanded in Python on demand.
+  // bytes of native uint32 node lines or None, bytes of native int64 per-line nodes or None),
+  // expanded in Python on demand.
   Ref node_lines = pc.node_lines.empty() && pc.body_lines == 0
                        ? Ref::borrow(Py_None)
                        : owned(PyBytes_FromStringAndSize(reinterpret_cast<const char*>(pc.node_lines.data()),
                                                          static_cast<Py_ssize_t>(pc.node_lines.size() * sizeof(uint32_t))));
-  return Py_BuildValue("(OO(IIIO))", src.get(), globals.get(), pc.prologue_start, pc.prologue_lines, pc.body_lines,
-                       node_lines.get());
+  Ref line_nodes = pc.line_nodes.empty()
+                       ? Ref::borrow(Py_None)
+                       : owned(PyBytes_FromStringAndSize(reinterpret_cast<const char*>(pc.line_nodes.data()),
+                                                         static_cast<Py_ssize_t>(pc.line_nodes.size() * sizeof(int64_t))));
+  return Py_BuildValue("(OO(IIIOO))", src.get(), globals.get(), pc.prologue_start, pc.prologue_lines, pc.body_lines,
+                       node_lines.get(), line_nodes.get());
 }
 
 PyObject* graph_find_nodes(PyObject* self, PyObject* args, PyObject* kw) {

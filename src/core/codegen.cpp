@@ -143,8 +143,12 @@ class Generator {
     size_t index = 0;
     std::vector<uint32_t> node_lines;
     node_lines.reserve(g_.size());
+    // With a body_transformer, torch.fx 2.x's counter markers go through it (Note [Line
+    // numbers of generated code]).
+    const bool counters = fx2_ && keep_lines_;
     for (Node* n : g_.nodes()) {
       if (o_.verbose) append_stacktrace_summary(*n);
+      if (counters) emit("# COUNTER: " + std::to_string(index) + "\n");
       node_lines.push_back(static_cast<uint32_t>(body_newlines() + stripped_lines_));
       const bool record_node =
           record && (n->op() == Op::CallFunction || n->op() == Op::CallMethod || n->op() == Op::CallModule);
@@ -211,7 +215,10 @@ class Generator {
     // lines as it builds them, a marker line before each node (then dropped),
     // and before stripping the body's leading newline: a verbose body whose
     // first piece is a stack-trace comment counts one more line than it shows
-    // (stripped_lines_). Its keys start after the header's lines.
+    // (stripped_lines_). Its keys start after the header's lines. With a
+    // body_transformer the markers are real "# COUNTER: i" lines that go
+    // through the transformer and are read back afterwards (counted_body), as
+    // torch.fx 2.x does; 1.13 writes none and keeps no map.
     if (!o_.hooks.body_transformer) {
       pc.node_lines = std::move(node_lines);
       pc.body_lines = static_cast<uint32_t>(body_newlines() + stripped_lines_ + 1);
@@ -219,6 +226,7 @@ class Generator {
     pc.prologue_lines = static_cast<uint32_t>(std::count(prologue.begin(), prologue.end(), '\n') + 1);
     pc.prologue_start = static_cast<uint32_t>(std::count(wrap_stmts.begin(), wrap_stmts.end(), '\n') + 4);
     std::string header = "\n" + wrap_stmts + "\n\n" + prologue + "\n    ";
+    if (counters) return counted_body(std::move(pc), wrap_stmts, prologue);
     if (!keep_lines_) {
       // body_text_ is indented already: the header goes in front, in place
       // (no second buffer: for large graphs that is tens of megabytes of
@@ -243,6 +251,46 @@ class Generator {
         pc.src += "    ";
       }
       pc.src.append(b, from, std::string::npos);
+    }
+    pc.globals = std::move(globals_);
+    return pc;
+  }
+
+  /// The source of a body that went through a body_transformer with torch.fx 2.x's
+  /// "# COUNTER: i" markers: each line holding one sets the current node (the first
+  /// digits after the marker) and is dropped; every other line is kept and mapped to the
+  /// current node; the body loses its leading newlines and each line is indented.
+  PythonCode counted_body(PythonCode pc, const std::string& wrap_stmts, const std::string& prologue) {
+    std::string joined;
+    for (auto& b : body_) joined += b;
+    static const std::string marker = "# COUNTER: ";
+    std::vector<std::string_view> kept;
+    int64_t current = -1;
+    size_t from = 0;
+    while (true) {
+      size_t nl = joined.find('\n', from);
+      std::string_view line(joined.data() + from, (nl == std::string::npos ? joined.size() : nl) - from);
+      size_t m = line.find(marker);
+      size_t d = m == std::string_view::npos ? m : m + marker.size();
+      if (d != std::string_view::npos && d < line.size() && line[d] >= '0' && line[d] <= '9') {
+        int64_t v = 0;
+        for (; d < line.size() && line[d] >= '0' && line[d] <= '9'; ++d)
+          v = v > (INT64_MAX - 9) / 10 ? INT64_MAX : v * 10 + (line[d] - '0');
+        current = v;
+      } else {
+        pc.line_nodes.push_back(current);
+        kept.push_back(line);
+      }
+      if (nl == std::string::npos) break;
+      from = nl + 1;
+    }
+    size_t first = 0;  // "\n".join(kept).lstrip("\n"): leading empty lines go
+    while (first + 1 < kept.size() && kept[first].empty()) ++first;
+    pc.src = "\n" + wrap_stmts + "\n\n" + prologue + "\n";
+    for (size_t i = first; i < kept.size(); ++i) {
+      if (i > first) pc.src += '\n';
+      pc.src += "    ";
+      pc.src += kept[i];
     }
     pc.globals = std::move(globals_);
     return pc;

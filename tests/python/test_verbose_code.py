@@ -17,6 +17,7 @@ import typing
 
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 import torch.fx as tfx
 from torch.fx.passes.shape_prop import ShapeProp as TShapeProp
 
@@ -146,6 +147,40 @@ def test_line_numbers_as_torch_fx(options):
     gm = fxcpp.symbolic_trace(Sub())
     wrapped = tfx.GraphModule(gm, gm.graph)
     assert wrapped._lineno_map == tfx.symbolic_trace(Sub())._lineno_map and wrapped.code == gm.code
+
+
+@needs2
+@settings(max_examples=60, deadline=None)
+@given(edits=st.lists(st.tuples(st.sampled_from(['insert', 'delete', 'duplicate', 'swap', 'blank']),
+                                st.integers(0, 40)), max_size=6),
+       verbose=st.booleans())
+def test_line_numbers_through_a_body_transformer_as_torch_fx(edits, verbose):
+    """With a body transformer (on_generate_code), torch.fx 2.x's "# COUNTER: i" marker lines go
+    through it and are read back: the same source and line map for any edit of the line list
+    (markers moved, dropped or duplicated included)."""
+    def transform(body):
+        body = list(body)
+        for kind, at in edits:
+            i = at % (len(body) + 1)
+            if kind == 'insert':
+                body.insert(i, f"print('line {at}')\n")
+            elif kind == 'blank':
+                body.insert(i, '\n')
+            elif body and kind == 'delete':
+                del body[i % len(body)]
+            elif body and kind == 'duplicate':
+                body.insert(i, body[i % len(body)])
+            elif len(body) > 1 and kind == 'swap':
+                j = i % len(body)
+                body[j - 1], body[j] = body[j], body[j - 1]
+        return body
+    out = []
+    for lib, sp in LIBS:
+        gm = _traced(lib, sp)
+        gm.graph.on_generate_code(lambda _: transform)
+        pc = gm.graph.python_code('self', verbose=verbose)
+        out.append((pc.src, pc._lineno_map, pc._prologue_start))
+    assert out[1] == out[0]
 
 
 @needs2

@@ -87,6 +87,10 @@ struct PythonCode {
   /// maps to the last node whose line is <= v (none before the first).
   /// Empty node_lines when a body_transformer hook rewrote the body.
   std::vector<uint32_t> node_lines;
+  /// With a body_transformer (torch.fx 2.x): per body line v (key
+  /// `prologue_lines + v`), the node position the last "# COUNTER: i" marker
+  /// before it names, or -1 for none (Note [Line numbers of generated code]).
+  std::vector<int64_t> line_nodes;
   uint32_t body_lines = 0;      ///< body lines torch.fx's map covers
   uint32_t prologue_lines = 1;  ///< lines of the `def forward(...)` header
   uint32_t prologue_start = 0;  ///< 1-based line of `def forward(` in src

@@ -72,7 +72,7 @@ TEST(Dialect, Fx2PrintsNumUsersAndFreesDeadValues) {
   ScopedDialect d(Dialect::fx_2);
   Graph g;
   Node* x = g.placeholder("x");
-  Node* y = g.placeholder("y");
+  g.placeholder("y");
   Node* r = g.call_function(F(kRelu), {N(x)});
   g.call_function(F(kNeg), {N(x)});  // nobody uses it
   g.output(N(r));
@@ -88,6 +88,32 @@ TEST(Dialect, Fx2PrintsNumUsersAndFreesDeadValues) {
             "    relu = torch.relu(x)\n"
             "    neg = -x;  x = neg = None\n"
             "    return relu\n    ");
+}
+
+TEST(Dialect, Fx2BodyTransformerSeesCounterMarkers) {
+  // Note [Line numbers of generated code]: the transformer gets torch.fx 2.x's "# COUNTER: i"
+  // lines; they are read back into the line map and dropped from the source.
+  ScopedDialect d(Dialect::fx_2);
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* r = g.call_function(F(kRelu), {N(x)});
+  g.output(N(r));
+  PythonCodeOptions o;
+  std::vector<std::string> seen;
+  o.hooks.body_transformer = [&](std::vector<std::string> body) {
+    seen = body;
+    body.insert(body.begin(), "print('hello')\n");
+    return body;
+  };
+  PythonCode pc = python_code(g, o);
+  // torch.fx's pieces: a marker per node, the node's code, then what it frees, separately.
+  EXPECT_EQ(seen, (std::vector<std::string>{"# COUNTER: 0\n", "# COUNTER: 1\n", "relu = torch.relu(x)",
+                                            ";  x = None\n", "# COUNTER: 2\n", "return relu", "\n"}));
+  EXPECT_EQ(pc.src, "\n\n\ndef forward(self, x):\n    print('hello')\n    relu = torch.relu(x);  x = None\n"
+                    "    return relu\n    ");
+  // print is before any marker (None); relu under node 1; return and the last empty line under 2.
+  EXPECT_EQ(pc.line_nodes, (std::vector<int64_t>{-1, 1, 2, 2}));
+  EXPECT_TRUE(pc.node_lines.empty());
 }
 
 TEST(Dialect, Fx2PlaceholdersOnlyIsAnEmptyBody) {
