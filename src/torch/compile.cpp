@@ -228,7 +228,7 @@ class Compiler {
       }
       const auto& schema = in.op->handle.schema();
       bool annotated = false;
-      for (const c10::Argument& ret : schema.returns()) annotated |= ret.alias_info() != nullptr;
+      for (const c10::Argument& ret : schema.returns()) annotated |= !alias_sets(ret.alias_info()).empty();
       if (!annotated && !in.op->handle.hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
         // A composite may return an argument, or a view of one, with no
         // annotation saying so (type_as, atleast_1d, einsum, conj_physical on
@@ -242,14 +242,17 @@ class Compiler {
       // Its own kernel, no annotation: results are assumed fresh, and checked.
       in.fresh = !annotated;
       for (const c10::Argument& ret : schema.returns()) {
-        if (!ret.alias_info()) continue;
+        // Note [Alias sets of container returns]: `Tensor(a)[]` (split_with_sizes, unbind,
+        // chunk, ...) carries its set on the list's element, not on the list: the sets are
+        // collected through contained types, on both sides.
+        const std::vector<c10::Symbol> ret_sets = alias_sets(ret.alias_info());
+        if (ret_sets.empty()) continue;
         for (size_t a = 0; a < schema.arguments().size() && a < in.operands.size(); ++a) {
-          const c10::AliasInfo* ai = schema.arguments()[a].alias_info();
-          if (!ai) continue;
+          const std::vector<c10::Symbol> arg_sets = alias_sets(schema.arguments()[a].alias_info());
+          if (arg_sets.empty()) continue;
           bool shares = false;
-          for (auto& sym : ret.alias_info()->beforeSets()) shares |= ai->beforeSets().count(sym) > 0;
-          for (auto& sym : ai->beforeSets()) shares |= sym.toUnqualString() == std::string("*");
-          for (auto& sym : ret.alias_info()->beforeSets()) shares |= sym.toUnqualString() == std::string("*");
+          for (auto& r : ret_sets)
+            for (auto& g : arg_sets) shares |= r == g || is_wildcard(r) || is_wildcard(g);
           if (shares) each_slot(in.operands[a], [&](uint32_t s) { unite(in.out, s); });
         }
       }
@@ -295,6 +298,19 @@ class Compiler {
     }
     plan_.num_buffers = static_cast<uint32_t>(buffer_end.size());
   }
+
+  // The alias sets an argument or return is annotated with ("a" in `Tensor(a)`, "*"), its own
+  // and its contained types' (`Tensor(a)[]`: the set is on the element). Empty: no annotation.
+  static std::vector<c10::Symbol> alias_sets(const c10::AliasInfo* info) {
+    std::vector<c10::Symbol> out;
+    auto rec = [&](const c10::AliasInfo& ai, auto&& self) -> void {
+      for (const c10::Symbol& sym : ai.beforeSets()) out.push_back(sym);
+      for (const c10::AliasInfo& c : ai.containedTypes()) self(c, self);
+    };
+    if (info) rec(*info, rec);
+    return out;
+  }
+  static bool is_wildcard(const c10::Symbol& sym) { return sym.toUnqualString() == std::string("*"); }
 
   // Note [C++ Meta kernels]
   // ~~~~~~~~~~~~~~~~~~~~~~~
