@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <stdexcept>
+#include <unordered_set>
 
 // Note [Which user groups are dropped]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -400,7 +402,7 @@ class Proposer {
       live.swap(kept);
     }
     r.partitions.reserve(live.size());
-    for (uint32_t id : live) r.partitions.push_back({id, std::move(members[id])});
+    for (uint32_t id : live) r.partitions.push_back({id, std::move(members[id]), {}});
   }
 
   const Graph& g_;
@@ -421,6 +423,429 @@ class Proposer {
   bool topological_ = true;
 };
 
+// ---- torch.fx 2.x -------------------------------------------------------------------------
+//
+// Note [propose_partitions on torch.fx 2.x]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// What torch.fx 2.14 does (found by running it; this is our own model of it):
+// * It walks all nodes in reverse graph order (step k: the node's "node order"
+//   is k) and asks is_node_supported about each. A supported node gets a new
+//   partition whose id is a counter over supported nodes (0 for the last one)
+//   and whose "order" is that id.
+// * Each partition P keeps its users (nodes outside P using a node of P) and a
+//   reachability set map(P) of partition ids: when P is created or merged,
+//   the ids of all partitions with a node downstream of (or among) P's users,
+//   and their own reachability sets, as they are at that moment. Ids never come
+//   back to life, so an id that died in a merge just never matches again.
+// * Then a merge loop: the candidates are the new partition (if any) and then
+//   every live partition by ascending order (with skip_horizontal_fusion: the
+//   new partition and its users' partitions, in users order, and nothing for a
+//   node that made none). The first candidate S tries to absorb every other
+//   O in turn; a merge fails when, walking everything downstream of (and
+//   including) the users of S and O outside S and O, it meets a node of S or
+//   O, or a node of a partition C whose map(C) holds S or O. Otherwise the
+//   larger partition (S on a tie) keeps its id, the order is the smaller one,
+//   and map gets the union of both maps and of the walk's partitions and their
+//   maps. S then stands for the merged partition.
+//   A loop that merged nothing leaves everything as it was, so the next
+//   unsupported node's loop (the same loop) is skipped until a partition is
+//   created again.
+//
+// Note [Fresh reachability sets]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torch.fx's walks go over every node downstream of the users, and its sets go
+// stale (a merged-away id stays in the sets that held it; the merged partition
+// is not added), so its answers are not plain reachability and must be
+// followed as they are. Still, a walk need not go below a node w of a
+// partition C whose set is fresh: no partition in it merged since it was
+// computed. Everything below w is in C or below C's users; when C's set was
+// computed it took every partition met below C's users, with their sets, and
+// none of those has changed since (a set changes only when its partition
+// merges, and a node's partition only when it merges). So what lies below w
+// adds nothing to what C and its set add, which the walk takes at w anyway: a
+// cycle there would be a node of S or O below C's users, or a partition whose
+// set holds S or O, and either put S or O in C's set. Each partition records
+// which sets hold it (watchers_), and a merge marks those stale. A long chain
+// cut into pieces by unsupported nodes is thus linear in the nodes times the
+// live partitions, where torch.fx is quadratic in the nodes.
+// * After the walk each partition's nodes are in graph order. Then getitems
+//   are moved, in rounds until a round moves nothing: in graph order, for
+//   every node all of whose users are _operator.getitem calls, each user in
+//   another partition than the node (None counts) is moved to the node's
+//   (the last such writer wins; moves are applied in first-write order,
+//   appending the getitem to the partition's nodes, or leaving it in none).
+//   A round only needs the nodes moved by the previous one and their inputs.
+//   A getitem of two tuple producers in different partitions moves back and
+//   forth forever there; fxcpp reports it (endless_getitem) instead.
+// * Unless single-node partitions are allowed, partitions with at most one
+//   compute node are dropped (call_function nodes whose target is not view,
+//   getitem or in non_compute_ops count; those in
+//   allowed_single_node_partition_ops count once more). The result: the live
+//   partitions with nodes, by ascending id.
+
+class Proposer2 {
+ public:
+  Proposer2(const Graph& g, const std::vector<uint8_t>& supported, const std::vector<PartitionOpKind>& kinds,
+            const ProposePartitionsOptions& options)
+      : options_(options) {
+    pos_of_.assign(g.node_capacity(), kNone);
+    for (Node* n : g.nodes()) {
+      pos_of_[n->index()] = static_cast<uint32_t>(order_.size());
+      order_.push_back(n);
+    }
+    const size_t n = order_.size();
+    if (supported.size() != n) throw std::invalid_argument("propose_partitions: one supported flag per node expected");
+    if (!kinds.empty() && kinds.size() != n)
+      throw std::invalid_argument("propose_partitions: one kind per node expected");
+    if (!options.non_compute.empty() && options.non_compute.size() != n)
+      throw std::invalid_argument("propose_partitions: one non_compute flag per node expected");
+    if (!options.allowed_single.empty() && options.allowed_single.size() != n)
+      throw std::invalid_argument("propose_partitions: one allowed_single flag per node expected");
+    supported_ = &supported;
+    kinds_.resize(n, PartitionOpKind::Compute);
+    for (size_t p = 0; p < n; ++p) {
+      if (order_[p]->op() != Op::CallFunction) continue;
+      kinds_[p] = kinds.empty() ? partition_op_kind(order_[p]->target().fn().qualified_name()) : kinds[p];
+    }
+    // Users as positions (CSR, in users order); topological order check.
+    user_start_.assign(n + 1, 0);
+    for (size_t p = 0; p < n && topological_; ++p) {
+      const Node* v = order_[p];
+      for (size_t i = 0, k = v->num_inputs(); i < k && topological_; ++i) {
+        const Node* in = v->input_use(i).value();
+        if (in->graph() != &g || pos_of_[in->index()] >= p) topological_ = false;
+      }
+      for (Node* u : v->users()) {
+        if (u->graph() != &g || pos_of_[u->index()] == kNone) {
+          topological_ = false;
+          break;
+        }
+        users_.push_back(pos_of_[u->index()]);
+      }
+      user_start_[p + 1] = static_cast<uint32_t>(users_.size());
+    }
+    assign_.assign(n, kNone);
+    mark_.assign(n, 0);
+  }
+
+  ProposePartitionsResult run() {
+    ProposePartitionsResult r;
+    if (!topological_) {
+      r.not_topological = true;
+      return r;
+    }
+    const size_t n = order_.size();
+    bool dirty = false;
+    std::vector<uint32_t> cands;
+    for (size_t p = n; p-- > 0;) {
+      const auto pp = static_cast<uint32_t>(p);
+      bool created = false;
+      cands.clear();
+      ++cand_epoch_;
+      if ((*supported_)[p]) {
+        const uint32_t id = new_partition(pp);
+        cands.push_back(id);
+        cand_stamp_[id] = cand_epoch_;
+        created = true;
+      }
+      if (options_.skip_horizontal_fusion) {
+        if (created)
+          for (uint32_t u : users(pp)) {
+            const uint32_t a = assign_[u];
+            if (a != kNone && cand_stamp_[a] != cand_epoch_) {
+              cand_stamp_[a] = cand_epoch_;
+              cands.push_back(a);
+            }
+          }
+      } else {
+        if (!created && !dirty) continue;
+        for (const auto& e : by_order_)
+          if (cand_stamp_[e.second] != cand_epoch_) cands.push_back(e.second);
+      }
+      bool merged = false;
+      if (cands.size() > 1) {
+        uint32_t self = cands[0];
+        for (size_t i = 1; i < cands.size(); ++i) {
+          const uint32_t m = maybe_merge(self, cands[i]);
+          if (m != kNone) {
+            self = m;
+            merged = true;
+          }
+        }
+      }
+      dirty = created || merged;
+    }
+    post_process(r);
+    return r;
+  }
+
+ private:
+  struct Part {
+    bool live = true;
+    uint32_t order = 0;
+    std::vector<uint32_t> members;  // positions, any order
+    std::vector<uint32_t> users;    // positions outside the partition (distinct)
+    std::unordered_set<uint32_t> reach;  // torch.fx's partition_map entry (dead ids may stay)
+    // No partition in `reach` has merged since `reach` was computed: Note [Fresh reachability sets].
+    bool fresh = true;
+  };
+
+  struct Span {
+    const uint32_t* b;
+    const uint32_t* e;
+    const uint32_t* begin() const { return b; }
+    const uint32_t* end() const { return e; }
+  };
+  Span users(uint32_t p) const { return {users_.data() + user_start_[p], users_.data() + user_start_[p + 1]}; }
+
+  uint32_t new_partition(uint32_t p) {
+    const auto id = static_cast<uint32_t>(parts_.size());
+    parts_.emplace_back();
+    cand_stamp_.push_back(0);
+    part_stamp_.push_back(0);
+    watchers_.emplace_back();
+    Part& part = parts_.back();
+    part.order = id;
+    part.members.push_back(p);
+    assign_[p] = id;
+    by_order_.emplace(id, id);
+    // users (distinct) and the reachability set of the partitions downstream of them
+    begin_walk();
+    for (uint32_t u : users(p)) seed(u);
+    part.users = stack_;
+    walk(kNone, kNone);
+    absorb_reached(id);
+    return id;
+  }
+
+  void begin_walk() {
+    if (++epoch_ == 0) {
+      std::fill(mark_.begin(), mark_.end(), 0);
+      std::fill(part_stamp_.begin(), part_stamp_.end(), 0);
+      epoch_ = 1;
+    }
+    stack_.clear();
+    reached_.clear();
+  }
+  void seed(uint32_t u) {
+    if (mark_[u] == epoch_) return;
+    mark_[u] = epoch_;
+    stack_.push_back(u);
+  }
+
+  // Walks everything downstream of (and including) the seeded nodes, noting the
+  // partitions met in reached_. Returns true (and stops) at a node of s or t, or
+  // of a partition whose reachability set holds s or t (none when kNone).
+  bool walk(uint32_t s, uint32_t t) {
+    walk_stack_.assign(stack_.begin(), stack_.end());
+    while (!walk_stack_.empty()) {
+      const uint32_t w = walk_stack_.back();
+      walk_stack_.pop_back();
+      const uint32_t a = assign_[w];
+      if (a != kNone) {
+        if (a == s || a == t) return true;
+        if (part_stamp_[a] != epoch_) {
+          part_stamp_[a] = epoch_;
+          reached_.push_back(a);
+          if (s != kNone) {
+            const auto& m = parts_[a].reach;
+            if (m.count(s) || m.count(t)) return true;
+          }
+        }
+        if (parts_[a].fresh) continue;  // what lies below w adds nothing: Note [Fresh reachability sets]
+      }
+      for (uint32_t y : users(w))
+        if (mark_[y] != epoch_) {
+          mark_[y] = epoch_;
+          walk_stack_.push_back(y);
+        }
+    }
+    return false;
+  }
+
+  // Adds x to id's reachability set (a live id only: dead ones never match).
+  void add_reach(uint32_t id, uint32_t x) {
+    if (x != id && parts_[x].live && parts_[id].reach.insert(x).second) watchers_[x].push_back(id);
+  }
+
+  // Adds the reached partitions and their reachability sets to id's; id's set is fresh then.
+  void absorb_reached(uint32_t id) {
+    for (uint32_t c : reached_) {
+      add_reach(id, c);
+      for (uint32_t x : parts_[c].reach) add_reach(id, x);
+    }
+    parts_[id].fresh = true;
+  }
+
+  // torch.fx's maybe_merge_partition(s, o): the merged partition's id, or kNone
+  // when the merge would make a cycle.
+  uint32_t maybe_merge(uint32_t s, uint32_t o) {
+    begin_walk();
+    for (uint32_t id : {s, o})
+      for (uint32_t u : parts_[id].users)
+        if (assign_[u] != s && assign_[u] != o) seed(u);
+    if (walk(s, o)) return kNone;
+    uint32_t m = s, r = o;
+    if (parts_[s].members.size() < parts_[o].members.size()) std::swap(m, r);
+    Part& pm = parts_[m];
+    Part& pr = parts_[r];
+    for (uint32_t p : pr.members) assign_[p] = m;
+    pm.members.insert(pm.members.end(), pr.members.begin(), pr.members.end());
+    by_order_.erase({pm.order, m});
+    by_order_.erase({pr.order, r});
+    pm.order = std::min(pm.order, pr.order);
+    by_order_.emplace(pm.order, m);
+    pr.live = false;
+    for (uint32_t id : {m, r})
+      for (uint32_t c : watchers_[id]) parts_[c].fresh = false;
+    std::vector<uint32_t>().swap(watchers_[r]);
+    std::unordered_set<uint32_t> old;
+    old.swap(pr.reach);
+    for (uint32_t x : old) add_reach(m, x);
+    pm.reach.erase(r);
+    pm.users = stack_;  // the seeds: users of either outside both
+    absorb_reached(m);
+    std::vector<uint32_t>().swap(pr.members);
+    std::vector<uint32_t>().swap(pr.users);
+    return m;
+  }
+
+  // ---- after the walk: getitems, filtering, the result -----------------------------------
+
+  void post_process(ProposePartitionsResult& r) {
+    const size_t n = order_.size();
+    const auto none = kNone;
+    // Each partition's nodes in torch.fx's dict order; kNone marks a removed slot.
+    std::vector<std::vector<uint32_t>> dict(parts_.size());
+    std::vector<uint32_t> slot(n, kNone), count(parts_.size(), 0);
+    std::vector<int64_t> node_order(n, -1);
+    for (size_t id = 0; id < parts_.size(); ++id) {
+      if (!parts_[id].live) continue;
+      auto& d = dict[id];
+      d = parts_[id].members;
+      std::sort(d.begin(), d.end());
+      for (size_t i = 0; i < d.size(); ++i) {
+        slot[d[i]] = static_cast<uint32_t>(i);
+        node_order[d[i]] = static_cast<int64_t>(n - 1 - d[i]);
+      }
+      count[id] = static_cast<uint32_t>(d.size());
+    }
+    // Nodes all of whose users are getitems (torch.fx's lookups raise on an unnamed target).
+    std::vector<char> tuple_out(n, 0);
+    for (size_t p = 0; p < n; ++p) {
+      bool t = true;
+      for (uint32_t u : users(static_cast<uint32_t>(p))) {
+        if (order_[u]->op() != Op::CallFunction) {
+          t = false;
+          break;
+        }
+        if (kinds_[u] == PartitionOpKind::Unnamed) {
+          r.unnamed = order_[u];
+          return;
+        }
+        if (kinds_[u] != PartitionOpKind::Getitem) {
+          t = false;
+          break;
+        }
+      }
+      tuple_out[p] = t;
+    }
+    std::vector<uint32_t> cands(n), write_order, next;
+    for (size_t p = 0; p < n; ++p) cands[p] = static_cast<uint32_t>(p);
+    std::vector<uint32_t> write_val(n, none), write_round(n, 0), cand_round(n, 0);
+    const size_t max_rounds = 2 * n + 4;
+    for (uint32_t round = 1;; ++round) {
+      write_order.clear();
+      for (uint32_t p : cands) {
+        if (!tuple_out[p]) continue;
+        const uint32_t id = assign_[p];
+        for (uint32_t u : users(p)) {
+          if (assign_[u] == id) continue;
+          if (write_round[u] != round) {
+            write_round[u] = round;
+            write_order.push_back(u);
+          }
+          write_val[u] = id;
+        }
+      }
+      if (write_order.empty()) break;
+      if (round > max_rounds) {
+        r.endless_getitem = order_[write_order.front()];
+        return;
+      }
+      next.clear();
+      auto add = [&](uint32_t q) {
+        if (cand_round[q] != round) {
+          cand_round[q] = round;
+          next.push_back(q);
+        }
+      };
+      for (uint32_t u : write_order) {
+        const uint32_t old = assign_[u], id = write_val[u];
+        if (old != none) {
+          dict[old][slot[u]] = none;
+          --count[old];
+        }
+        assign_[u] = id;
+        node_order[u] = -1;
+        if (id != none) {
+          slot[u] = static_cast<uint32_t>(dict[id].size());
+          dict[id].push_back(u);
+          ++count[id];
+        }
+        add(u);
+        const Node* v = order_[u];
+        for (size_t i = 0, k = v->num_inputs(); i < k; ++i) add(pos_of_[v->input_use(i).value()->index()]);
+      }
+      std::sort(next.begin(), next.end());
+      cands.swap(next);
+    }
+    const bool has_nc = !options_.non_compute.empty(), has_as = !options_.allowed_single.empty();
+    for (size_t id = 0; id < parts_.size(); ++id) {
+      if (!parts_[id].live) continue;
+      if (!options_.allows_single_node_partition) {
+        size_t compute = 0;
+        for (uint32_t p : dict[id]) {
+          if (p == none || order_[p]->op() != Op::CallFunction) continue;
+          const PartitionOpKind k = kinds_[p];
+          if (k == PartitionOpKind::Unnamed) {
+            r.unnamed = order_[p];
+            r.partitions.clear();
+            return;
+          }
+          if (k == PartitionOpKind::Compute && !(has_nc && options_.non_compute[p])) ++compute;
+          if (has_as && options_.allowed_single[p]) ++compute;
+        }
+        if (compute <= 1) continue;
+      }
+      if (count[id] == 0) continue;
+      ProposedPartition out;
+      out.id = static_cast<uint32_t>(id);
+      for (uint32_t p : dict[id]) {
+        if (p == none) continue;
+        out.nodes.push_back(order_[p]);
+        out.node_orders.push_back(node_order[p]);
+      }
+      r.partitions.push_back(std::move(out));
+    }
+  }
+
+  const ProposePartitionsOptions& options_;
+  const std::vector<uint8_t>* supported_ = nullptr;
+  std::vector<Node*> order_;
+  std::vector<uint32_t> pos_of_;
+  std::vector<PartitionOpKind> kinds_;
+  std::vector<uint32_t> user_start_, users_;
+  std::vector<uint32_t> assign_, mark_;
+  std::vector<Part> parts_;
+  std::vector<uint32_t> cand_stamp_, part_stamp_;
+  std::vector<std::vector<uint32_t>> watchers_;  // per id: the partitions whose reach holds it
+  std::set<std::pair<uint32_t, uint32_t>> by_order_;  // (order, id) of the live partitions
+  std::vector<uint32_t> stack_, walk_stack_, reached_;
+  uint32_t epoch_ = 0, cand_epoch_ = 0;
+  bool topological_ = true;
+};
+
 }  // namespace
 
 PartitionOpKind partition_op_kind(std::string_view qualified_name) {
@@ -432,6 +857,7 @@ PartitionOpKind partition_op_kind(std::string_view qualified_name) {
 ProposePartitionsResult propose_partitions(const Graph& g, const std::vector<uint8_t>& supported,
                                            const std::vector<PartitionOpKind>& kinds,
                                            const ProposePartitionsOptions& options) {
+  if (options.algorithm == PartitionerAlgorithm::Torch2) return Proposer2(g, supported, kinds, options).run();
   return Proposer(g, supported, kinds, options).run();
 }
 
