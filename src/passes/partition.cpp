@@ -565,8 +565,15 @@ class Proposer2 {
       bool merged = false;
       if (cands.size() > 1) {
         uint32_t self = cands[0];
+        // Until the new partition N = {p} has merged, an O in N's fresh reachability set that
+        // holds none of p's users fails for sure: the walk from p's users meets what N's did.
+        if (created)
+          for (uint32_t u : users(pp))
+            if (assign_[u] != kNone) user_part_stamp_[assign_[u]] = cand_epoch_;
         for (size_t i = 1; i < cands.size(); ++i) {
-          const uint32_t m = maybe_merge(self, cands[i]);
+          const uint32_t o = cands[i];
+          if (created && !merged && parts_[self].reach.count(o) && user_part_stamp_[o] != cand_epoch_) continue;
+          const uint32_t m = maybe_merge(self, o);
           if (m != kNone) {
             self = m;
             merged = true;
@@ -603,6 +610,7 @@ class Proposer2 {
     parts_.emplace_back();
     cand_stamp_.push_back(0);
     part_stamp_.push_back(0);
+    user_part_stamp_.push_back(0);
     watchers_.emplace_back();
     Part& part = parts_.back();
     part.order = id;
@@ -838,7 +846,7 @@ class Proposer2 {
   std::vector<uint32_t> user_start_, users_;
   std::vector<uint32_t> assign_, mark_;
   std::vector<Part> parts_;
-  std::vector<uint32_t> cand_stamp_, part_stamp_;
+  std::vector<uint32_t> cand_stamp_, part_stamp_, user_part_stamp_;
   std::vector<std::vector<uint32_t>> watchers_;  // per id: the partitions whose reach holds it
   std::set<std::pair<uint32_t, uint32_t>> by_order_;  // (order, id) of the live partitions
   std::vector<uint32_t> stack_, walk_stack_, reached_;
