@@ -450,24 +450,6 @@ class Proposer {
 //   A loop that merged nothing leaves everything as it was, so the next
 //   unsupported node's loop (the same loop) is skipped until a partition is
 //   created again.
-//
-// Note [Fresh reachability sets]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// torch.fx's walks go over every node downstream of the users, and its sets go
-// stale (a merged-away id stays in the sets that held it; the merged partition
-// is not added), so its answers are not plain reachability and must be
-// followed as they are. Still, a walk need not go below a node w of a
-// partition C whose set is fresh: no partition in it merged since it was
-// computed. Everything below w is in C or below C's users; when C's set was
-// computed it took every partition met below C's users, with their sets, and
-// none of those has changed since (a set changes only when its partition
-// merges, and a node's partition only when it merges). So what lies below w
-// adds nothing to what C and its set add, which the walk takes at w anyway: a
-// cycle there would be a node of S or O below C's users, or a partition whose
-// set holds S or O, and either put S or O in C's set. Each partition records
-// which sets hold it (watchers_), and a merge marks those stale. A long chain
-// cut into pieces by unsupported nodes is thus linear in the nodes times the
-// live partitions, where torch.fx is quadratic in the nodes.
 // * After the walk each partition's nodes are in graph order. Then getitems
 //   are moved, in rounds until a round moves nothing: in graph order, for
 //   every node all of whose users are _operator.getitem calls, each user in
@@ -482,6 +464,36 @@ class Proposer {
 //   getitem or in non_compute_ops count; those in
 //   allowed_single_node_partition_ops count once more). The result: the live
 //   partitions with nodes, by ascending id.
+
+// Note [Fresh reachability sets]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torch.fx's walks go over every node downstream of the users, and its sets go
+// stale (a merged-away id stays in the sets that held it; the merged partition
+// is not added), so its answers are not plain reachability and must be
+// followed as they are. Still, a walk need not go below a node w of a
+// partition C whose set is fresh: no partition in it merged since it was
+// computed. Everything below w is in C or below C's users; when C's set was
+// computed it took every partition met below C's users, with their sets, and
+// none of those has changed since (a set changes only when its partition
+// merges, and a node's partition only when it merges). So what lies below w
+// adds nothing to what C and its set add, which the walk takes at w anyway: a
+// cycle there would be a node of S or O below C's users, or a partition whose
+// set holds S or O, and either put S or O in C's set. Each partition records
+// which sets hold it (watchers_), and a merge marks those stale.
+// Two shortcuts follow while a step's new partition N = {p} has not merged
+// yet (so no set holds N, and nothing below any user reaches p):
+// * an O in N's set that holds none of p's users fails: the walk from p's
+//   users meets what N's walk met, at its creation in this step;
+// * a fresh O's own users need no walk: nothing below them is in O (O is
+//   convex: its merges checked that), and no partition below them had O's id
+//   in its set when O's set was computed (O's id then was new, or the merge
+//   that made O checked exactly that), nor has since; and what they would add
+//   to the merged set is in O's set already.
+// A chain cut into pieces by unsupported nodes still costs the nodes times the
+// live partitions (the candidates are listed at each step), and a partition
+// with many users goes stale, and is walked again, whenever a partition below
+// them merges: quadratic in such graphs, where torch.fx is quadratic (or worse)
+// in every graph.
 
 class Proposer2 {
  public:
@@ -559,6 +571,10 @@ class Proposer2 {
           }
       } else {
         if (!created && !dirty) continue;
+        if (created && new_partition_step(pp, cands[0])) {
+          dirty = true;
+          continue;
+        }
         for (const auto& e : by_order_)
           if (cand_stamp_[e.second] != cand_epoch_) cands.push_back(e.second);
       }
@@ -573,7 +589,7 @@ class Proposer2 {
         for (size_t i = 1; i < cands.size(); ++i) {
           const uint32_t o = cands[i];
           if (created && !merged && parts_[self].reach.count(o) && user_part_stamp_[o] != cand_epoch_) continue;
-          const uint32_t m = maybe_merge(self, o);
+          const uint32_t m = maybe_merge(self, o, created && !merged);
           if (m != kNone) {
             self = m;
             merged = true;
@@ -671,6 +687,40 @@ class Proposer2 {
     return false;
   }
 
+  // The merge loop of a step that created partition id = {p}, when N's set holds
+  // every other live partition but those of p's users: the others fail for sure
+  // (Note [Fresh reachability sets]), so only the users' partitions are tried, in
+  // order, until one merges; then every later one. Returns false (nothing done)
+  // when N's set does not hold all those others.
+  bool new_partition_step(uint32_t p, uint32_t id) {
+    ups_.clear();
+    size_t in_reach = 0;
+    const auto& reach = parts_[id].reach;  // only live ids: nothing merged since it was made
+    for (uint32_t u : users(p)) {
+      const uint32_t a = assign_[u];
+      if (a == kNone || a == id || user_part_stamp_[a] == cand_epoch_) continue;
+      user_part_stamp_[a] = cand_epoch_;
+      ups_.push_back(a);
+      in_reach += reach.count(a);
+    }
+    if (reach.size() - in_reach != by_order_.size() - 1 - ups_.size()) return false;
+    std::sort(ups_.begin(), ups_.end(), [&](uint32_t a, uint32_t b) { return parts_[a].order < parts_[b].order; });
+    for (uint32_t u : ups_) {
+      const uint32_t key = parts_[u].order;
+      uint32_t self = maybe_merge(id, u, true);
+      if (self == kNone) continue;
+      tail_.clear();
+      for (auto it = by_order_.upper_bound({key, kNone}); it != by_order_.end(); ++it)
+        if (it->second != self) tail_.push_back(it->second);
+      for (uint32_t o : tail_) {
+        const uint32_t m = maybe_merge(self, o, false);
+        if (m != kNone) self = m;
+      }
+      break;
+    }
+    return true;
+  }
+
   // Adds x to id's reachability set (a live id only: dead ones never match).
   void add_reach(uint32_t id, uint32_t x) {
     if (x != id && parts_[x].live && parts_[id].reach.insert(x).second) watchers_[x].push_back(id);
@@ -686,13 +736,22 @@ class Proposer2 {
   }
 
   // torch.fx's maybe_merge_partition(s, o): the merged partition's id, or kNone
+  // when the merge would make a cycle. s_is_new: s is the step's new partition {p},
+  // not merged yet; then a fresh o's own users need no walk (Note [Fresh reachability sets]).
   // when the merge would make a cycle.
-  uint32_t maybe_merge(uint32_t s, uint32_t o) {
+  uint32_t maybe_merge(uint32_t s, uint32_t o, bool s_is_new) {
+    const bool skip_o = s_is_new && parts_[o].fresh;
     begin_walk();
-    for (uint32_t id : {s, o})
-      for (uint32_t u : parts_[id].users)
-        if (assign_[u] != s && assign_[u] != o) seed(u);
+    for (uint32_t u : parts_[s].users)
+      if (assign_[u] != o) seed(u);
+    if (!skip_o)
+      for (uint32_t u : parts_[o].users)
+        if (assign_[u] != s) seed(u);
     if (walk(s, o)) return kNone;
+    // the merged partition's users: the seeds, and o's (none of them is p) when not walked
+    std::vector<uint32_t> merged_users;
+    if (skip_o) merged_users.swap(parts_[o].users);
+    merged_users.insert(merged_users.end(), stack_.begin(), stack_.end());
     uint32_t m = s, r = o;
     if (parts_[s].members.size() < parts_[o].members.size()) std::swap(m, r);
     Part& pm = parts_[m];
@@ -711,7 +770,7 @@ class Proposer2 {
     old.swap(pr.reach);
     for (uint32_t x : old) add_reach(m, x);
     pm.reach.erase(r);
-    pm.users = stack_;  // the seeds: users of either outside both
+    pm.users.swap(merged_users);
     absorb_reached(m);
     std::vector<uint32_t>().swap(pr.members);
     std::vector<uint32_t>().swap(pr.users);
@@ -849,7 +908,7 @@ class Proposer2 {
   std::vector<uint32_t> cand_stamp_, part_stamp_, user_part_stamp_;
   std::vector<std::vector<uint32_t>> watchers_;  // per id: the partitions whose reach holds it
   std::set<std::pair<uint32_t, uint32_t>> by_order_;  // (order, id) of the live partitions
-  std::vector<uint32_t> stack_, walk_stack_, reached_;
+  std::vector<uint32_t> stack_, walk_stack_, reached_, ups_, tail_;
   uint32_t epoch_ = 0, cand_epoch_ = 0;
   bool topological_ = true;
 };
