@@ -628,6 +628,7 @@ class Proposer2 {
     part_stamp_.push_back(0);
     user_part_stamp_.push_back(0);
     watchers_.emplace_back();
+    watch_cap_.push_back(16);
     Part& part = parts_.back();
     part.order = id;
     part.members.push_back(p);
@@ -722,8 +723,15 @@ class Proposer2 {
   }
 
   // Adds x to id's reachability set (a live id only: dead ones never match).
+  // watchers_[x] drops the partitions that died whenever it has doubled since.
   void add_reach(uint32_t id, uint32_t x) {
-    if (x != id && parts_[x].live && parts_[id].reach.insert(x).second) watchers_[x].push_back(id);
+    if (x == id || !parts_[x].live || !parts_[id].reach.insert(x).second) return;
+    auto& w = watchers_[x];
+    w.push_back(id);
+    if (w.size() >= watch_cap_[x]) {
+      w.erase(std::remove_if(w.begin(), w.end(), [&](uint32_t c) { return !parts_[c].live; }), w.end());
+      watch_cap_[x] = std::max<size_t>(16, 2 * w.size());
+    }
   }
 
   // Adds the reached partitions and their reachability sets to id's; id's set is fresh then.
@@ -907,6 +915,7 @@ class Proposer2 {
   std::vector<Part> parts_;
   std::vector<uint32_t> cand_stamp_, part_stamp_, user_part_stamp_;
   std::vector<std::vector<uint32_t>> watchers_;  // per id: the partitions whose reach holds it
+  std::vector<size_t> watch_cap_;
   std::set<std::pair<uint32_t, uint32_t>> by_order_;  // (order, id) of the live partitions
   std::vector<uint32_t> stack_, walk_stack_, reached_, ups_, tail_;
   uint32_t epoch_ = 0, cand_epoch_ = 0;
