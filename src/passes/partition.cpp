@@ -489,9 +489,12 @@ class Proposer {
 //   in its set when O's set was computed (O's id then was new, or the merge
 //   that made O checked exactly that), nor has since; and what they would add
 //   to the merged set is in O's set already.
-// A chain cut into pieces by unsupported nodes still costs the nodes times the
-// live partitions (the candidates are listed at each step), and a partition
-// with many users goes stale, and is walked again, whenever a partition below
+// When every other live partition but those of p's users is in N's set, only the
+// users' partitions are tried (new_partition_step). And when N's walk met just
+// one partition C, fresh, N's set is {C} and C's set, kept as a reference
+// (Part::lazy_from) until N merges into C (nothing to copy) or anything else
+// happens. With these a chain cut into pieces is near-linear. A partition with
+// many users still goes stale, and is walked again, whenever a partition below
 // them merges: quadratic in such graphs, where torch.fx is quadratic (or worse)
 // in every graph.
 
@@ -573,6 +576,7 @@ class Proposer2 {
         if (!created && !dirty) continue;
         if (created && new_partition_step(pp, cands[0])) {
           dirty = true;
+          if (parts_[cands[0]].live) materialize(cands[0]);
           continue;
         }
         for (const auto& e : by_order_)
@@ -588,7 +592,7 @@ class Proposer2 {
             if (assign_[u] != kNone) user_part_stamp_[assign_[u]] = cand_epoch_;
         for (size_t i = 1; i < cands.size(); ++i) {
           const uint32_t o = cands[i];
-          if (created && !merged && parts_[self].reach.count(o) && user_part_stamp_[o] != cand_epoch_) continue;
+          if (created && !merged && reach_has(self, o) && user_part_stamp_[o] != cand_epoch_) continue;
           const uint32_t m = maybe_merge(self, o, created && !merged);
           if (m != kNone) {
             self = m;
@@ -597,6 +601,7 @@ class Proposer2 {
         }
       }
       dirty = created || merged;
+      if (created && parts_[cands[0]].live) materialize(cands[0]);
     }
     post_process(r);
     return r;
@@ -611,6 +616,11 @@ class Proposer2 {
     std::unordered_set<uint32_t> reach;  // torch.fx's partition_map entry (dead ids may stay)
     // No partition in `reach` has merged since `reach` was computed: Note [Fresh reachability sets].
     bool fresh = true;
+    // Not kNone: `reach` is {lazy_from} and lazy_from's set (fresh, unchanged since),
+    // not written out yet (materialize).
+    uint32_t lazy_from = kNone;
+    // How many ids in `reach` are dead (they stay there).
+    size_t dead = 0;
   };
 
   struct Span {
@@ -639,7 +649,10 @@ class Proposer2 {
     for (uint32_t u : users(p)) seed(u);
     part.users = stack_;
     walk(kNone, kNone);
-    absorb_reached(id);
+    if (reached_.size() == 1 && parts_[reached_[0]].fresh)
+      parts_[id].lazy_from = reached_[0];  // usually merged into it at once: no copy
+    else
+      absorb_reached(id);
     return id;
   }
 
@@ -672,10 +685,7 @@ class Proposer2 {
         if (part_stamp_[a] != epoch_) {
           part_stamp_[a] = epoch_;
           reached_.push_back(a);
-          if (s != kNone) {
-            const auto& m = parts_[a].reach;
-            if (m.count(s) || m.count(t)) return true;
-          }
+          if (s != kNone && (reach_has(a, s) || reach_has(a, t))) return true;
         }
         if (parts_[a].fresh) continue;  // what lies below w adds nothing: Note [Fresh reachability sets]
       }
@@ -696,15 +706,15 @@ class Proposer2 {
   bool new_partition_step(uint32_t p, uint32_t id) {
     ups_.clear();
     size_t in_reach = 0;
-    const auto& reach = parts_[id].reach;  // only live ids: nothing merged since it was made
+    // N's set holds only live ids: nothing merged since it was made
     for (uint32_t u : users(p)) {
       const uint32_t a = assign_[u];
       if (a == kNone || a == id || user_part_stamp_[a] == cand_epoch_) continue;
       user_part_stamp_[a] = cand_epoch_;
       ups_.push_back(a);
-      in_reach += reach.count(a);
+      in_reach += reach_has(id, a) ? 1 : 0;
     }
-    if (reach.size() - in_reach != by_order_.size() - 1 - ups_.size()) return false;
+    if (reach_size(id) - in_reach != by_order_.size() - 1 - ups_.size()) return false;
     std::sort(ups_.begin(), ups_.end(), [&](uint32_t a, uint32_t b) { return parts_[a].order < parts_[b].order; });
     for (uint32_t u : ups_) {
       const uint32_t key = parts_[u].order;
@@ -723,6 +733,27 @@ class Proposer2 {
   }
 
   // Adds x to id's reachability set (a live id only: dead ones never match).
+  bool reach_has(uint32_t id, uint32_t x) const {
+    const Part& p = parts_[id];
+    if (p.lazy_from != kNone) return x == p.lazy_from || parts_[p.lazy_from].reach.count(x) != 0;
+    return p.reach.count(x) != 0;
+  }
+  size_t reach_size(uint32_t id) const {
+    const Part& p = parts_[id];
+    // the live ids in the set
+    if (p.lazy_from == kNone) return p.reach.size() - p.dead;
+    const Part& c = parts_[p.lazy_from];
+    return 1 + c.reach.size() - c.dead;
+  }
+  // Writes out a lazy set (Part::lazy_from).
+  void materialize(uint32_t id) {
+    const uint32_t c = parts_[id].lazy_from;
+    if (c == kNone) return;
+    parts_[id].lazy_from = kNone;
+    add_reach(id, c);
+    for (uint32_t x : parts_[c].reach) add_reach(id, x);
+  }
+
   // watchers_[x] drops the partitions that died whenever it has doubled since.
   void add_reach(uint32_t id, uint32_t x) {
     if (x == id || !parts_[x].live || !parts_[id].reach.insert(x).second) return;
@@ -737,6 +768,7 @@ class Proposer2 {
   // Adds the reached partitions and their reachability sets to id's; id's set is fresh then.
   void absorb_reached(uint32_t id) {
     for (uint32_t c : reached_) {
+      materialize(c);
       add_reach(id, c);
       for (uint32_t x : parts_[c].reach) add_reach(id, x);
     }
@@ -762,6 +794,12 @@ class Proposer2 {
     merged_users.insert(merged_users.end(), stack_.begin(), stack_.end());
     uint32_t m = s, r = o;
     if (parts_[s].members.size() < parts_[o].members.size()) std::swap(m, r);
+    if (parts_[r].lazy_from == m) {
+      parts_[r].lazy_from = kNone;  // r's set is {m} and m's: nothing to add
+    } else {
+      materialize(m);
+      materialize(r);
+    }
     Part& pm = parts_[m];
     Part& pr = parts_[r];
     for (uint32_t p : pr.members) assign_[p] = m;
@@ -771,13 +809,16 @@ class Proposer2 {
     pm.order = std::min(pm.order, pr.order);
     by_order_.emplace(pm.order, m);
     pr.live = false;
-    for (uint32_t id : {m, r})
-      for (uint32_t c : watchers_[id]) parts_[c].fresh = false;
+    for (uint32_t c : watchers_[m]) parts_[c].fresh = false;
+    for (uint32_t c : watchers_[r]) {
+      parts_[c].fresh = false;
+      ++parts_[c].dead;
+    }
     std::vector<uint32_t>().swap(watchers_[r]);
     std::unordered_set<uint32_t> old;
     old.swap(pr.reach);
     for (uint32_t x : old) add_reach(m, x);
-    pm.reach.erase(r);
+    if (pm.reach.erase(r)) --pm.dead;
     pm.users.swap(merged_users);
     absorb_reached(m);
     std::vector<uint32_t>().swap(pr.members);

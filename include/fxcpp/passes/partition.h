@@ -111,10 +111,12 @@ struct ProposePartitionsResult {
 /// O(nodes + uses) plus the merge attempts torch.fx makes, less those known to
 /// fail (Note [Fresh reachability sets]); each is a walk below the pair's users
 /// that stops at the first cycle and below partitions whose reachability set is
-/// fresh, plus, on success, the union of the sets met (each O(live
-/// partitions)). Quadratic when the live partitions grow with the graph (a
-/// chain cut every 100 nodes: 3 us a node at 1e4 nodes, 38 at 1e5) or a
-/// partition with many users goes stale often; near-linear when they stay few.
+/// fresh, plus, on success, the union of the sets met. A new partition that
+/// merges into its user's partition at once costs about its users (a chain cut
+/// every 100 nodes: ~1-3 us a node from 1e4 to 1e5 nodes, Python included).
+/// Quadratic where a partition with many users is walked again after each
+/// merge below it (two big partitions around many unsupported nodes: 2.7 us a
+/// node at 1e4, 18 at 1e5), or many live partitions need real attempts.
 /// Memory O(nodes + the sets' sizes), O(partitions^2) at worst.
 /// Throws std::invalid_argument when `supported`, a non-empty `kinds`,
 /// `options.non_compute` or `options.allowed_single` has the wrong size.
