@@ -945,6 +945,45 @@ def test_propose_partitions_endless_getitem_reassignment_raises():
         assert _proposals2(ours) == _proposals2(theirs) != []
 
 
+def _random_partition_graph(seed, size):
+    """A random DAG of _PART_OPS-like calls (deterministic for a seed) and the names of a random
+    share of its nodes, for torch.fx 2.x's propose_partitions."""
+    import random
+    rng = random.Random(seed)
+    ops = [(operator.add, 2), (operator.mul, 2), (torch.relu, 1), (torch.neg, 1), (torch.cat, -1),
+           (operator.getitem, 0), (torch.ops.aten.view, 0)]
+    g = fxcpp.Graph()
+    vals = [g.placeholder(f'p{i}') for i in range(rng.randint(1, 3))]
+    for _ in range(rng.randint(1, size)):
+        def pick():
+            return rng.randrange(max(0, len(vals) - rng.choice([3, 6, len(vals)])), len(vals))
+        fn, arity = rng.choice(ops)
+        if arity == 0:
+            second = vals[pick()] if rng.random() < 0.15 else rng.randint(0, 2)
+            node = g.call_function(fn, (vals[pick()], second))
+        elif arity == -1:
+            node = g.call_function(fn, ([vals[pick()] for _ in range(rng.randint(1, 3))],))
+        else:
+            node = g.call_function(fn, tuple(vals[pick()] for _ in range(arity)))
+        vals.append(node)
+    g.output(tuple(vals[rng.randrange(len(vals))] for _ in range(rng.randint(1, 4))))
+    density = rng.random()
+    return fxcpp.GraphModule(torch.nn.Module(), g), {n.name for n in g.nodes if rng.random() < density}
+
+
+# Larger graphs than the hypothesis test draws, where a wrong shortcut once merged a partition
+# torch.fx 2.x keeps apart (a dead id counted in a reachability set's size).
+@pytest.mark.skipif(not TORCH2, reason="torch.fx 2.x's propose_partitions")
+@pytest.mark.parametrize('seed', [1000317, 1000508])
+def test_propose_partitions_larger_random_graphs_match_torch_fx_2(seed):
+    from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner as TorchPartitioner
+    gm, names = _random_partition_graph(seed, 150)
+    ours = CapabilityBasedPartitioner(gm, _by_name_support(names, [])).propose_partitions()
+    theirs = TorchPartitioner(fxcpp.to_torch_fx(gm), _by_name_support(names, [])).propose_partitions()
+    assert _proposals2(ours) == _proposals2(theirs) and len(ours) > 2
+
+
 def test_partitioner_dependency_map_and_torch_fx_modules():
     import inspect
     from fxcpp.passes.infra.partitioner import CapabilityBasedPartitioner
