@@ -19,8 +19,8 @@ Cases (size = nodes of the input graph; times are per input node, best of N):
                        the same on the split_module_wide graph with relu unsupported (two
                        partitions per 10-node block)
 
-partition_*: (torch.fx 2.x's partitioner runs with skip_horizontal_fusion=True, the work torch.fx 1.13's
-and fxcpp's do; proposals are compared as sets of node sets, as 2.x numbers partitions differently)
+partition_*: (the installed torch.fx's algorithm with its default options, which fxcpp's core follows:
+1.13's, or 2.x's with its horizontal fusion; proposals are compared with ids and order)
 fxcpp.passes.infra.partitioner's CapabilityBasedPartitioner (proposal in the C++ core,
 ``fuse_by_partitions`` building fxcpp GraphModules, its cycle check in C++) against torch.fx's on the
 torch.fx conversion; both sides' proposals are checked equal. Each fuse run gets a freshly built
@@ -57,7 +57,6 @@ Usage: PYTHONPATH=python /usr/bin/python3 bench/bench_toolbox.py [--quick|--full
 """
 import argparse
 import gc
-import inspect
 import operator
 import os
 import sys
@@ -351,19 +350,15 @@ def bench_partition(sizes, repeat, quick, limit_s=REF_LIMIT_S):
                        f'({len(groups)} partitions)')
 
 
-# torch.fx 2.x's partitioner also merges independent partitions (horizontal fusion) unless told
-# not to; fxcpp's follows torch.fx 1.13's, which does not. The benchmark asks 2.x for the same work.
-_TORCH_PARTITIONER_KW = ({'skip_horizontal_fusion': True}
-                         if 'skip_horizontal_fusion' in inspect.signature(TorchPartitioner.__init__).parameters else {})
-
-
 def _torch_partitioner(gm, support):
-    return TorchPartitioner(gm, support, **_TORCH_PARTITIONER_KW)
+    """torch.fx's partitioner with its default options: the path users get (on 2.x, horizontal
+    fusion too, which fxcpp's core follows there)."""
+    return TorchPartitioner(gm, support)
 
 
 def _same_partitions(a, b):
-    """Equal as sets of node-name sets (torch.fx 2.x numbers its partitions differently)."""
-    return sorted(tuple(names) for _, names in a) == sorted(tuple(names) for _, names in b)
+    """The same ids, members and order."""
+    return a == b
 
 
 def _bare_torch_partitioner(gm, support):

@@ -588,7 +588,9 @@ TRANSFORMER_PRESERVES_META = FX_API_2
 def _partitioner_2x():
     """Whether torch.fx's CapabilityBasedPartitioner is 2.x's: more constructor options
     (non_compute_ops, allowed_single_node_partition_ops, skip_horizontal_fusion) and a lazily
-    read ``dependency_viewer`` (downstream sets) instead of 1.13's ``dependency_map``."""
+    read ``dependency_viewer`` (downstream sets) instead of 1.13's ``dependency_map``; it asks
+    ``is_node_supported`` in reverse graph order and proposes with 2.x's algorithm, which the
+    core follows then (``PartitionerAlgorithm::Torch2``; 1.13's otherwise)."""
     from torch.fx.passes.infra import partitioner
     return hasattr(partitioner, '_DependencyViewer')
 

@@ -98,7 +98,8 @@ std::string_view byte_view(PyObject* o, const char* what) {
   throw PythonError();
 }
 
-// _propose_partitions(graph, supported, kinds, allows_single_node_partition) -> (partitions, unnamed)
+// _propose_partitions(graph, supported, kinds, allows_single_node_partition[, torch2,
+//                     skip_horizontal_fusion, non_compute, allowed_single]) -> (partitions, unnamed)
 // supported, kinds: bytes (or bytearray), one per node in graph order: is_node_supported
 // (0/1) and, for call_function nodes, the PartitionOpKind of the target (0 compute,
 // 1 torch.ops.aten.view, 2 _operator.getitem, 3 no qualified name). partitions:
@@ -106,9 +107,13 @@ std::string_view byte_view(PyObject* o, const char* what) {
 // unnamed: None, or the node whose target's qualified name torch.fx would have looked
 // up (kind 3) and failed on, with partitions empty. partitions is None when the graph is
 // not in topological order (ProposePartitionsResult::not_topological).
+// torch2 true: torch.fx 2.x's algorithm (PartitionerAlgorithm::Torch2) with its options
+// (non_compute, allowed_single: bytes, one 0/1 per node, or empty); each partition is then
+// (id, [nodes in torch.fx 2.x's dict order], [node order or None per node]). RuntimeError
+// where torch.fx 2.x's getitem re-assignment would loop forever.
 PyObject* propose_partitions_py(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 4) {
-    PyErr_SetString(PyExc_TypeError, "_propose_partitions expects 4 arguments");
+  if (nargs != 4 && nargs != 8) {
+    PyErr_SetString(PyExc_TypeError, "_propose_partitions expects 4 or 8 arguments");
     return nullptr;
   }
   Graph* g = core_graph_of(args[0]);
@@ -117,6 +122,15 @@ PyObject* propose_partitions_py(PyObject*, PyObject* const* args, Py_ssize_t nar
   const std::string_view kin = byte_view(args[2], "_propose_partitions: kinds");
   ProposePartitionsOptions options;
   options.allows_single_node_partition = check(PyObject_IsTrue(args[3])) != 0;
+  const bool torch2 = nargs == 8 && check(PyObject_IsTrue(args[4])) != 0;
+  if (torch2) {
+    options.algorithm = PartitionerAlgorithm::Torch2;
+    options.skip_horizontal_fusion = check(PyObject_IsTrue(args[5])) != 0;
+    const std::string_view nc = byte_view(args[6], "_propose_partitions: non_compute");
+    const std::string_view as = byte_view(args[7], "_propose_partitions: allowed_single");
+    options.non_compute.assign(nc.begin(), nc.end());
+    options.allowed_single.assign(as.begin(), as.end());
+  }
   std::vector<uint8_t> supported(sup.begin(), sup.end());
   std::vector<PartitionOpKind> kinds(kin.size());
   for (size_t i = 0; i < kin.size(); ++i) {
@@ -130,6 +144,14 @@ PyObject* propose_partitions_py(PyObject*, PyObject* const* args, Py_ssize_t nar
 
   ProposePartitionsResult r = propose_partitions(*g, supported, kinds, options);
   if (r.not_topological) return PyTuple_Pack(2, Py_None, Py_None);
+  if (r.endless_getitem) {
+    PyErr_Format(PyExc_RuntimeError,
+                 "propose_partitions: torch.fx's getitem re-assignment never ends on this graph (it moves "
+                 "'%s' back and forth between the partitions of the tuple-producing nodes it uses); "
+                 "put those nodes in one partition, or make '%s' use only one of them",
+                 std::string(r.endless_getitem->name()).c_str(), std::string(r.endless_getitem->name()).c_str());
+    return nullptr;
+  }
 
   Ref parts = owned(PyList_New(static_cast<Py_ssize_t>(r.partitions.size())));
   for (size_t i = 0; i < r.partitions.size(); ++i) {
@@ -138,7 +160,17 @@ PyObject* propose_partitions_py(PyObject*, PyObject* const* args, Py_ssize_t nar
     for (size_t j = 0; j < p.nodes.size(); ++j)
       PyList_SET_ITEM(nodes.get(), static_cast<Py_ssize_t>(j), check(wrap_node(p.nodes[j])));
     Ref id = owned(PyLong_FromUnsignedLong(p.id));
-    PyList_SET_ITEM(parts.get(), static_cast<Py_ssize_t>(i), owned(PyTuple_Pack(2, id.get(), nodes.get())).release());
+    if (!torch2) {
+      PyList_SET_ITEM(parts.get(), static_cast<Py_ssize_t>(i), owned(PyTuple_Pack(2, id.get(), nodes.get())).release());
+      continue;
+    }
+    Ref orders = owned(PyList_New(static_cast<Py_ssize_t>(p.node_orders.size())));
+    for (size_t j = 0; j < p.node_orders.size(); ++j) {
+      PyObject* o = p.node_orders[j] < 0 ? Py_NewRef(Py_None) : check(PyLong_FromLongLong(p.node_orders[j]));
+      PyList_SET_ITEM(orders.get(), static_cast<Py_ssize_t>(j), o);
+    }
+    PyList_SET_ITEM(parts.get(), static_cast<Py_ssize_t>(i),
+                    owned(PyTuple_Pack(3, id.get(), nodes.get(), orders.get())).release());
   }
   Ref unnamed = r.unnamed ? Ref::steal(check(wrap_node(const_cast<Node*>(r.unnamed)))) : Ref::borrow(Py_None);
   return PyTuple_Pack(2, parts.get(), unnamed.get());
@@ -212,7 +244,8 @@ PyMethodDef toolbox_methods[] = {
                          "torch.fx split_module's graph construction in the C++ core "
                          "(fxcpp.passes.split_module)."),
     def<propose_partitions_py>("_propose_partitions", METH_FASTCALL,
-                               "_propose_partitions(graph, supported, kinds, allows_single_node_partition) -> "
+                               "_propose_partitions(graph, supported, kinds, allows_single_node_partition[, torch2, "
+                               "skip_horizontal_fusion, non_compute, allowed_single]) -> "
                                "(partitions, unnamed)\n"
                                "torch.fx CapabilityBasedPartitioner.propose_partitions in the C++ core "
                                "(fxcpp.passes.infra.partitioner)."),

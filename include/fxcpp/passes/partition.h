@@ -25,17 +25,40 @@ enum class PartitionOpKind : uint8_t {
 /// O(length).
 PartitionOpKind partition_op_kind(std::string_view qualified_name);
 
+/// Which torch.fx's propose_partitions to follow (their partitions, ids and
+/// order differ: Note [propose_partitions on torch.fx 2.x] in partition.cpp).
+enum class PartitionerAlgorithm : uint8_t {
+  Torch113 = 0,  ///< torch.fx 1.13: user groups, no horizontal fusion
+  Torch2 = 1,    ///< torch.fx 2.x (2.14): merges every partition pair it can
+};
+
 struct ProposePartitionsOptions {
   /// torch.fx's `allows_single_node_partition`: keep partitions with at most
   /// one compute node (otherwise they are dropped).
   bool allows_single_node_partition = false;
+  PartitionerAlgorithm algorithm = PartitionerAlgorithm::Torch113;
+  /// Torch2 only: torch.fx 2.x's `skip_horizontal_fusion` (a new partition
+  /// only tries to merge with its users' partitions, and nothing else merges).
+  bool skip_horizontal_fusion = false;
+  /// Torch2 only, one entry per node in graph order or empty (all 0): 1 when
+  /// the call_function node's target's qualified name is in torch.fx 2.x's
+  /// `non_compute_ops` (the node is then no compute node when counting).
+  std::vector<uint8_t> non_compute;
+  /// Torch2 only, one entry per node in graph order or empty (all 0): 1 when
+  /// the call_function node's target's qualified name is in torch.fx 2.x's
+  /// `allowed_single_node_partition_ops` (the node then counts once more).
+  std::vector<uint8_t> allowed_single;
 };
 
 /// One proposed partition: torch.fx's `Partition.id` and its nodes.
 struct ProposedPartition {
   uint32_t id = 0;
-  /// In graph order.
+  /// Torch113: in graph order. Torch2: in the order of torch.fx 2.x's
+  /// `Partition.nodes` dict: graph order, then the getitems moved in.
   std::vector<Node*> nodes;
+  /// Torch2 only, one per node: torch.fx 2.x's value in `Partition.nodes`,
+  /// the node's index in reversed graph order, or -1 (None) for a moved getitem.
+  std::vector<int64_t> node_orders;
 };
 
 struct ProposePartitionsResult {
@@ -49,9 +72,16 @@ struct ProposePartitionsResult {
   /// the graph or belongs to another graph: torch.fx's answer then depends on
   /// the order it builds its ancestor sets in, which this pass does not model.
   bool not_topological = false;
+  /// Torch2 only. Set (and `partitions` empty) when torch.fx 2.x's getitem
+  /// re-assignment would never end (it loops forever): this getitem uses
+  /// tuple-producing nodes of different partitions, which move it back and
+  /// forth. The caller raises an error instead.
+  const Node* endless_getitem = nullptr;
 };
 
-/// torch.fx 1.13's CapabilityBasedPartitioner.propose_partitions on `g`
+/// torch.fx's CapabilityBasedPartitioner.propose_partitions on `g`
+/// (`options.algorithm`: 1.13's, described here, or 2.x's: Note
+/// [propose_partitions on torch.fx 2.x] in partition.cpp, cost below)
 /// (in topological order, as torch.fx assumes: see `not_topological`), given
 /// `supported`: one flag per node in graph order (operator_support's
 /// is_node_supported), and `kinds`: one PartitionOpKind per node in graph
@@ -76,8 +106,20 @@ struct ProposePartitionsResult {
 /// regions it explores (descendants of the sources before the target's last
 /// position, ancestors of the target after the sources' first one).
 /// Memory O(nodes).
-/// Throws std::invalid_argument when `supported` or a non-empty `kinds` has
-/// the wrong size.
+/// Torch2: the same partitions, ids, node order and order as torch.fx 2.x
+/// (no per-node downstream sets: torch.fx's are quadratic in memory). Cost:
+/// O(nodes + uses) plus the merge attempts torch.fx makes, less those known to
+/// fail (Note [Fresh reachability sets]); each is a walk below the pair's users
+/// that stops at the first cycle and below partitions whose reachability set is
+/// fresh, plus, on success, the union of the sets met. A new partition that
+/// merges into its user's partition at once costs about its users (a chain cut
+/// every 100 nodes: ~1-3 us a node from 1e4 to 1e5 nodes, Python included).
+/// Quadratic where a partition with many users is walked again after each
+/// merge below it (two big partitions around many unsupported nodes: 2.7 us a
+/// node at 1e4, 18 at 1e5), or many live partitions need real attempts.
+/// Memory O(nodes + the sets' sizes), O(partitions^2) at worst.
+/// Throws std::invalid_argument when `supported`, a non-empty `kinds`,
+/// `options.non_compute` or `options.allowed_single` has the wrong size.
 ProposePartitionsResult propose_partitions(const Graph& g, const std::vector<uint8_t>& supported,
                                            const std::vector<PartitionOpKind>& kinds,
                                            const ProposePartitionsOptions& options = {});

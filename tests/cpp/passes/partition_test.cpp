@@ -433,3 +433,244 @@ TEST(ValidatePartition, DeepGraphAndUnsortedGraph) {
   EXPECT_FALSE(validate_partition({chain[0], chain[5]}));
   EXPECT_TRUE(validate_partition({chain[0], late}));
 }
+
+// ---- torch.fx 2.x's algorithm (PartitionerAlgorithm::Torch2) ------------------------------
+
+namespace {
+
+struct Options2 {
+  bool single = false;
+  bool skip_horizontal_fusion = false;
+  std::set<std::string> non_compute, allowed_single;
+  std::vector<PartitionOpKind> kinds;
+};
+
+std::vector<uint8_t> flags(const Graph& g, const std::set<std::string>& names) {
+  return names.empty() ? std::vector<uint8_t>{} : support(g, names);
+}
+
+ProposePartitionsResult propose2_result(const Graph& g, const std::set<std::string>& names, const Options2& o = {}) {
+  ProposePartitionsOptions opts;
+  opts.algorithm = PartitionerAlgorithm::Torch2;
+  opts.allows_single_node_partition = o.single;
+  opts.skip_horizontal_fusion = o.skip_horizontal_fusion;
+  opts.non_compute = flags(g, o.non_compute);
+  opts.allowed_single = flags(g, o.allowed_single);
+  return propose_partitions(g, support(g, names), o.kinds, opts);
+}
+
+Parts propose2(const Graph& g, const std::set<std::string>& names, const Options2& o = {}) {
+  return summary(propose2_result(g, names, o));
+}
+
+Options2 single2() {
+  Options2 o;
+  o.single = true;
+  return o;
+}
+
+}  // namespace
+
+TEST(Partition2, ChainMergesIntoTheLargerPartitionsId) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  Node* b = g.call_function(F(kNeg), {N(a)});
+  Node* c = g.call_function(F(kAdd), {N(b), N(x)});
+  g.output(N(c));
+  // Reverse walk: add -> 0, neg -> 1 merges with 0 (a tie: the new one keeps its id),
+  // relu -> 2 merges into the larger partition 1.
+  auto r = propose2_result(g, {"relu", "neg", "add"});
+  EXPECT_EQ(summary(r), (Parts{{1, {"relu", "neg", "add"}}}));
+  ASSERT_EQ(r.partitions.size(), 1u);
+  // node orders: indices in reversed graph order (5 nodes)
+  EXPECT_EQ(r.partitions[0].node_orders, (std::vector<int64_t>{3, 2, 1}));
+  EXPECT_EQ(propose2(g, {"neg"}), Parts{});
+  EXPECT_EQ(propose2(g, {"neg"}, single2()), (Parts{{0, {"neg"}}}));
+  // output -> 0; relu -> 1 cannot join it (relu -> neg -> add -> output); x -> 2 cannot join
+  // 0 either (its user relu's set holds 0), but joins 1 (a tie: keeps 2).
+  EXPECT_EQ(propose2(g, {"x", "relu", "output"}, single2()), (Parts{{0, {"output"}}, {2, {"x", "relu"}}}));
+}
+
+TEST(Partition2, IndependentPartitionsFuseUnlessSkipped) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  Node* b = g.call_function(F(kNeg), {N(x)});
+  g.output(Argument::tuple({N(a), N(b)}));
+  // neg -> 0, relu -> 1 fuses with it horizontally (nothing between them).
+  EXPECT_EQ(propose2(g, {"relu", "neg"}), (Parts{{1, {"relu", "neg"}}}));
+  Options2 skip;
+  skip.skip_horizontal_fusion = true;
+  EXPECT_EQ(propose2(g, {"relu", "neg"}, skip), Parts{});
+  skip.single = true;
+  EXPECT_EQ(propose2(g, {"relu", "neg"}, skip), (Parts{{0, {"neg"}}, {1, {"relu"}}}));
+  // skip_horizontal_fusion still merges with the users' partitions
+  Graph h;
+  Node* y = h.placeholder("y");
+  Node* c = h.call_function(F(kRelu), {N(y)});
+  Node* d = h.call_function(F(kNeg), {N(c)});
+  h.output(N(d));
+  skip.single = false;
+  EXPECT_EQ(propose2(h, {"relu", "neg"}, skip), (Parts{{1, {"relu", "neg"}}}));
+}
+
+TEST(Partition2, UnsupportedNodeBetweenPreventsTheMerge) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  Node* u = g.call_function(F(kTanh), {N(a)});
+  Node* b = g.call_function(F(kNeg), {N(u)});
+  g.output(N(b));
+  EXPECT_EQ(propose2(g, {"relu", "neg"}, single2()), (Parts{{0, {"neg"}}, {1, {"relu"}}}));
+  EXPECT_EQ(propose2(g, {"relu", "neg"}), Parts{});
+}
+
+TEST(Partition2, UserPartitionsMergeInOrder) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  Node* b1 = g.call_function(F(kNeg), {N(a)});
+  Node* b2 = g.call_function(F(kTanh), {N(a)});
+  Node* c1 = g.call_function(F(kSigmoid), {N(b1)});
+  Node* c2 = g.call_function(F(kSigmoid), {N(b2)});
+  Node* u = g.call_function(F(kCat), {N(c1), N(c2)});
+  g.output(N(u));
+  // sigmoid_1 -> 0, sigmoid -> 1 (fused, a tie: 1), then tanh, neg, relu each join 1.
+  auto r = propose2_result(g, {"relu", "neg", "tanh", "sigmoid", "sigmoid_1"});
+  EXPECT_EQ(summary(r), (Parts{{1, {"relu", "neg", "tanh", "sigmoid", "sigmoid_1"}}}));
+  EXPECT_EQ(r.partitions.at(0).node_orders, (std::vector<int64_t>{6, 5, 4, 3, 2}));
+}
+
+TEST(Partition2, MutuallyReachingCandidatesAreDecidedByTheWalk) {
+  // The 1.13 test's graph: a1 -> x -> b1 and b2 -> y -> a2.
+  Graph g;
+  Node* in = g.placeholder("in");
+  Node* n = g.call_function(F(kRelu), {N(in)});
+  Node* a1 = g.call_function(F(kNeg), {N(n)});
+  Node* b2 = g.call_function(F(kTanh), {N(n)});
+  Node* x = g.call_function(F(kCat), {N(a1)});
+  Node* y = g.call_function(F(kCat), {N(b2)});
+  Node* b1 = g.call_function(F(kSigmoid), {N(x), N(b2)});
+  Node* a2 = g.call_function(F(kAdd), {N(y), N(a1)});
+  g.output(Argument::tuple({N(a2), N(b1)}));
+  // add -> 0, sigmoid -> 1 fuses with it (keeps 1); tanh -> 2 cannot (tanh -> cat_1 -> add);
+  // neg -> 3 cannot join 1 (neg -> cat -> sigmoid) but fuses with 2 (keeps 3); relu -> 4
+  // cannot join 1 (3's set holds 1), joins 3. {sigmoid, add} and {neg, tanh, relu} then
+  // reach each other, so nothing more merges.
+  EXPECT_EQ(propose2(g, {"relu", "neg", "tanh", "sigmoid", "add"}, single2()),
+            (Parts{{1, {"sigmoid", "add"}}, {3, {"relu", "neg", "tanh"}}}));
+}
+
+TEST(Partition2, GetitemsAreAppendedToTheirProducersPartition) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* t = g.call_function(F(kRelu), {N(x)});  // produces a tuple
+  Node* g0 = g.call_function(F(kGetitem), {N(t), I(0)});
+  Node* g1 = g.call_function(F(kGetitem), {N(t), I(1)});
+  Node* a = g.call_function(F(kAdd), {N(g0), N(g1)});
+  g.output(N(a));
+  // add -> 0; relu -> 1 cannot join it (relu -> getitem -> add): the getitems move into 1,
+  // after relu, with no node order.
+  auto r = propose2_result(g, {"relu", "add"}, single2());
+  EXPECT_EQ(summary(r), (Parts{{0, {"add"}}, {1, {"relu", "getitem", "getitem_1"}}}));
+  ASSERT_EQ(r.partitions.size(), 2u);
+  EXPECT_EQ(r.partitions[0].node_orders, (std::vector<int64_t>{1}));
+  EXPECT_EQ(r.partitions[1].node_orders, (std::vector<int64_t>{4, -1, -1}));
+  // Without single-node partitions: one compute node each (getitems do not count).
+  EXPECT_EQ(propose2(g, {"relu", "add"}), Parts{});
+}
+
+TEST(Partition2, NestedGetitemsFollowInRounds) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* t = g.call_function(F(kRelu), {N(x)});
+  Node* g0 = g.call_function(F(kGetitem), {N(t), I(0)});
+  Node* h = g.call_function(F(kGetitem), {N(g0), I(0)});
+  Node* a = g.call_function(F(kNeg), {N(h)});
+  g.output(N(a));
+  // All but relu supported: {getitem, getitem_1, neg} is one partition (0, then 1 and 2
+  // joining: id 1). Round 1 moves getitem out (relu is in none); round 2 moves getitem_1
+  // after it.
+  EXPECT_EQ(propose2(g, {"getitem", "getitem_1", "neg"}, single2()), (Parts{{1, {"neg"}}}));
+}
+
+TEST(Partition2, GetitemOfTwoProducersInDifferentPartitionsIsReported) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  Node* b = g.call_function(F(kNeg), {N(x)});
+  Node* i = g.call_function(F(kGetitem), {N(a), N(b)});
+  g.output(N(i));
+  // relu in a partition, neg in none: each moves the getitem to its own, forever.
+  auto r = propose2_result(g, {"relu"}, single2());
+  EXPECT_EQ(r.endless_getitem, i);
+  EXPECT_TRUE(r.partitions.empty());
+  // both in one partition: both move it there once
+  r = propose2_result(g, {"relu", "neg"}, single2());
+  EXPECT_EQ(r.endless_getitem, nullptr);
+  EXPECT_EQ(summary(r), (Parts{{1, {"relu", "neg", "getitem"}}}));
+}
+
+TEST(Partition2, NonComputeAndAllowedSingleOps) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  Node* b = g.call_function(F(kNeg), {N(a)});
+  g.output(N(b));
+  EXPECT_EQ(propose2(g, {"relu", "neg"}), (Parts{{1, {"relu", "neg"}}}));
+  Options2 o;
+  o.non_compute = {"neg"};
+  EXPECT_EQ(propose2(g, {"relu", "neg"}, o), Parts{});
+  Options2 s;
+  s.allowed_single = {"relu"};
+  EXPECT_EQ(propose2(g, {"relu"}, s), (Parts{{0, {"relu"}}}));
+  s.non_compute = {"relu"};  // not a compute node, but allowed alone: counts once
+  EXPECT_EQ(propose2(g, {"relu"}, s), Parts{});
+  EXPECT_THROW(propose2(g, {"relu"}, [] {
+                 Options2 bad;
+                 bad.kinds = {PartitionOpKind::Compute};
+                 return bad;
+               }()),
+               std::invalid_argument);
+}
+
+TEST(Partition2, UnnamedTargetAndNotTopological) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  Node* n = g.call_function(F(kNeg), {N(a)});
+  Node* b = g.call_function(F(kTanh), {N(a)});
+  g.output(Argument::tuple({N(n), N(b)}));
+  Options2 o;
+  o.kinds.assign(5, PartitionOpKind::Compute);
+  o.kinds[3] = PartitionOpKind::Unnamed;
+  // relu's users: neg first (not a getitem), so tanh is asked about only when counting.
+  EXPECT_EQ(propose2_result(g, {"relu", "neg"}, o).unnamed, nullptr);
+  EXPECT_EQ(propose2_result(g, {"relu", "neg", "tanh"}, o).unnamed, b);
+  o.single = true;
+  EXPECT_EQ(propose2_result(g, {"relu", "neg", "tanh"}, o).unnamed, nullptr);
+  n->replace_input_with(a, N(b));  // neg uses tanh, which comes later
+  EXPECT_TRUE(propose2_result(g, {"neg"}).not_topological);
+}
+
+TEST(Partition2, LongCutChainIsFast) {
+  // 2e4 relus with a tanh every 100: 200 partitions that cannot merge. Each partition's id is
+  // its second node's (a tie with its first, then the larger keeps its id).
+  Graph g;
+  Node* cur = g.placeholder("x");
+  const int n = 20000, every = 100;
+  std::set<std::string> names;
+  for (int i = 0; i < n; ++i) {
+    cur = g.call_function(F(i % every == every - 1 ? kTanh : kRelu), {N(cur)});
+    if (i % every != every - 1) names.insert(std::string(cur->name()));
+  }
+  g.output(N(cur));
+  auto r = propose2_result(g, names);
+  ASSERT_EQ(r.partitions.size(), static_cast<size_t>(n / every));
+  for (size_t k = 0; k < r.partitions.size(); ++k) {
+    // partitions by ascending id: the last segment in the graph was numbered first
+    EXPECT_EQ(r.partitions[k].id, k * (every - 1) + 1);
+    EXPECT_EQ(r.partitions[k].nodes.size(), static_cast<size_t>(every - 1));
+  }
+}

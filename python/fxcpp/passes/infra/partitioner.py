@@ -1,38 +1,44 @@
 """fxcpp.passes.infra.partitioner: ``CapabilityBasedPartitioner`` (mirrors
-torch.fx.passes.infra.partitioner; its proposals are 1.13's, see below).
+torch.fx.passes.infra.partitioner: 1.13's proposals on torch 1.13, 2.x's on torch 2.x).
 
 ``Partition`` is torch.fx's class, and ``CapabilityBasedPartitioner`` subclasses torch.fx's, so
 both pass ``isinstance`` checks against torch.fx. ``propose_partitions`` calls
-``operator_support.is_node_supported(dict(named_modules), node)`` once per node in graph order,
-as torch.fx does, and hands the answers to the C++ core (``fxcpp::propose_partitions``,
-``src/passes/partition.cpp``), which proposes the same partitions as torch.fx -- same members,
-same ``id``s, same order, the same getitem re-assignment and single-node filtering -- without
-torch.fx's per-node ancestor sets (quadratic in time and memory: about 3 GB for a 1e4-node
-chain). Each partition's nodes are a ``set`` of fxcpp nodes, as in torch.fx. One exception: when
-two groups of a node's users depend on each other both ways, torch.fx's choice of which to keep
-follows set iteration order (memory addresses: it changes from run to run); fxcpp always drops the
-later group in ``node.users`` order, one of torch.fx's possible answers (Note [Which user groups are
-dropped] in ``src/passes/partition.cpp``).
+``operator_support.is_node_supported(dict(named_modules), node)`` once per node, in graph order
+on 1.13 and in reverse graph order on 2.x, as torch.fx does, and hands the answers to the C++
+core (``fxcpp::propose_partitions``, ``src/passes/partition.cpp``), which proposes the same
+partitions as the installed torch.fx -- same members, same ``id``s, same order, the same getitem
+re-assignment and single-node filtering.
+
+On 1.13 (``PartitionerAlgorithm::Torch113``) it does so without torch.fx's per-node ancestor
+sets (quadratic in time and memory: about 3 GB for a 1e4-node chain). One exception: when two
+groups of a node's users depend on each other both ways, torch.fx's choice of which to keep
+follows set iteration order (memory addresses: it changes from run to run); fxcpp always drops
+the later group in ``node.users`` order, one of torch.fx's possible answers (Note [Which user
+groups are dropped] in ``src/passes/partition.cpp``).
+
+On 2.x (``PartitionerAlgorithm::Torch2``, Note [propose_partitions on torch.fx 2.x]) the core
+follows 2.x's merging of every partition pair without a cycle, its ids and order, its iterated
+getitem re-assignment and 2.x's options (``non_compute_ops``, ``allowed_single_node_partition_ops``,
+``skip_horizontal_fusion``), without 2.x's per-node downstream sets; each partition's ``nodes``
+is a dict in torch.fx 2.x's order with its node orders as values. Where torch.fx 2.x's getitem
+re-assignment would loop forever (a getitem of two tuple producers in different partitions)
+fxcpp raises RuntimeError. The partitioner offers 2.x's lazily built ``dependency_viewer``
+instead of ``dependency_map``.
+
 ``fuse_partitions`` calls fxcpp's ``fuse_by_partitions``, so the fused submodules (``fused_<i>``)
 of an fxcpp module are fxcpp GraphModules.
 
-On torch 2.x the constructor takes 2.x's options and the partitioner offers 2.x's lazily built
-``dependency_viewer`` instead of ``dependency_map``; but the core proposes torch.fx 1.13's
-partitions (2.x merges independent partitions too and numbers them in a reverse walk), unless one
-of 2.x's options (``non_compute_ops``, ``allowed_single_node_partition_ops``,
-``skip_horizontal_fusion``) is given: then torch.fx's code proposes them, with the answers
-already collected.
-
-Differences: the partitioner does not build torch.fx's ``dependency_map`` when it is created;
-reading ``partitioner.dependency_map`` builds it then (torch.fx's value). ``is_node_supported``
+Differences: the partitioner does not build torch.fx's ``dependency_map`` / ``dependency_viewer``
+when it is created; reading it builds it then (torch.fx's value). ``is_node_supported``
 receives a fresh copy of one ``dict(graph_module.named_modules())`` taken when proposing starts
 (torch.fx walks the modules again for every node). A torch.fx GraphModule is partitioned by
-torch.fx's code, and so is a graph that is not in topological order (with the support answers
-already collected, so ``is_node_supported`` is still called once per node).
+torch.fx's code, and so is a graph that is not in topological order, and on 2.x one with a
+call_function target that is not callable or unhashable ``non_compute_ops`` (with the support
+answers already collected, so ``is_node_supported`` is still called once per node).
 
-Like torch.fx's, a ``Partition`` holds a ``set`` of nodes, so the order in which a partition's
-nodes are handed to ``fuse_by_partitions`` (and thus the order of independent nodes in a fused
-submodule) follows set iteration order, in both libraries.
+On 1.13 a ``Partition`` holds a ``set`` of nodes, so the order in which a partition's nodes are
+handed to ``fuse_by_partitions`` (and thus the order of independent nodes in a fused submodule)
+follows set iteration order, in both libraries.
 """
 import logging
 from collections import defaultdict
@@ -136,36 +142,43 @@ class CapabilityBasedPartitioner(_torch_partitioner.CapabilityBasedPartitioner):
         gm = self.graph_module
         if isinstance(gm, torch.fx.GraphModule):
             return super().propose_partitions()
-        graph = gm.graph
-        logging.debug("Collecting supported nodes...")  # the root logger, as torch.fx
+        torch2 = _torch_compat.PARTITIONER_2X
+        nodes = list(gm.graph.nodes)
+        if not torch2:
+            logging.debug("Collecting supported nodes...")  # the root logger, as torch.fx 1.13
         modules = dict(gm.named_modules())
         is_node_supported = self.operator_support.is_node_supported
-        supported = bytearray()
-        kinds = bytearray()
-        cache: dict = {}
-        for node in graph.nodes:
-            supported.append(1 if is_node_supported(modules.copy(), node) else 0)
-            if node.op == 'call_function':
-                target = node.target
-                try:
-                    kinds.append(cache[target])
-                except (KeyError, TypeError):
-                    kinds.append(_target_kind(target, cache))
-            else:
-                kinds.append(0)
-        options_2x = {}
-        if _torch_compat.PARTITIONER_2X and (self.non_compute_ops or self.allowed_single_node_partition_ops
-                                             or self.skip_horizontal_fusion):
-            # 2.x's options, which the core does not know: torch.fx's code decides
-            options_2x = dict(non_compute_ops=self.non_compute_ops,
+        n = len(nodes)
+        supported = bytearray(n)
+        # torch.fx 1.13 asks in graph order, 2.x in reverse graph order
+        asked = range(n - 1, -1, -1) if torch2 else range(n)
+        for i in asked:
+            supported[i] = 1 if is_node_supported(modules.copy(), nodes[i]) else 0
+        kinds = bytearray(n)
+        non_compute = allowed_single = b''
+        options_2x = None
+        if torch2:
+            options_2x = self._options_2x(nodes, kinds)
+            if options_2x is not None:
+                non_compute, allowed_single = options_2x
+        else:
+            self._kinds(nodes, kinds)
+        if torch2 and options_2x is None:
+            parts = None  # options the core cannot follow: torch.fx's code decides
+        elif torch2:
+            parts, unnamed = _C._propose_partitions(gm.graph, supported, kinds, bool(self.allows_single_node_partition),
+                                                    True, bool(self.skip_horizontal_fusion), non_compute,
+                                                    allowed_single)
+        else:
+            parts, unnamed = _C._propose_partitions(gm.graph, supported, kinds, bool(self.allows_single_node_partition))
+        if parts is None:  # not in topological order: torch.fx's code, replaying the answers
+            kwargs = {}
+            if torch2:
+                kwargs = dict(non_compute_ops=self.non_compute_ops,
                               allowed_single_node_partition_ops=self.allowed_single_node_partition_ops,
                               skip_horizontal_fusion=self.skip_horizontal_fusion)
-            parts = None
-        else:
-            parts, unnamed = _C._propose_partitions(graph, supported, kinds, bool(self.allows_single_node_partition))
-        if parts is None:  # not in topological order (or 2.x's options): torch.fx's code, replaying the answers
             replay = _torch_partitioner.CapabilityBasedPartitioner(
-                gm, _Replay(supported), self.allows_single_node_partition, **options_2x)
+                gm, _Replay(supported[i] for i in asked), self.allows_single_node_partition, **kwargs)
             return replay.propose_partitions()
         logger.debug("Proposing partitions...")
         logger.debug("Reassigning getitem nodes to its producer node's partition...")
@@ -174,12 +187,53 @@ class CapabilityBasedPartitioner(_torch_partitioner.CapabilityBasedPartitioner):
         if unnamed is not None:
             _get_qualified_name(unnamed.target)  # raises torch.fx's error
             raise RuntimeError(f"no qualified name for the target of {unnamed}")  # pragma: no cover
-        partitions = [Partition(id=pid, nodes=nodes) for pid, nodes in parts]
+        if torch2:
+            partitions = [Partition(id=pid, nodes=members, node_orders=orders) for pid, members, orders in parts]
+        else:
+            partitions = [Partition(id=pid, nodes=members) for pid, members in parts]
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("Partitions proposed:")
             for partition in partitions:
-                logger.debug(f"partition #{partition.id}", [node.name for node in partition.nodes])
+                if torch2:
+                    logger.debug("partition #%s: %s", partition.id, [node.name for node in partition.nodes])
+                else:
+                    logger.debug(f"partition #{partition.id}", [node.name for node in partition.nodes])
         return partitions
+
+    @staticmethod
+    def _kinds(nodes, kinds, names=None) -> None:
+        """Fills kinds (fxcpp::PartitionOpKind per call_function node) and, when given, names
+        (the qualified name of each call_function node's target, or None)."""
+        cache: dict = {}
+        for i, node in enumerate(nodes):
+            if node.op != 'call_function':
+                continue
+            target = node.target
+            try:
+                kinds[i] = cache[target]
+            except (KeyError, TypeError):
+                kinds[i] = _target_kind(target, cache)
+            if names is not None and kinds[i] != _UNNAMED:
+                names[i] = _get_qualified_name(target)
+
+    def _options_2x(self, nodes, kinds):
+        """torch.fx 2.x's non_compute_ops and allowed_single_node_partition_ops as one flag per
+        node for the core (empty when unused), or None when the core cannot follow torch.fx (a
+        target that is not callable, or a non_compute_ops entry that is not hashable)."""
+        names = [None] * len(nodes) if (self.non_compute_ops or self.allowed_single_node_partition_ops) else None
+        self._kinds(nodes, kinds, names)
+        if any(node.op == 'call_function' and not callable(node.target) for node in nodes):
+            return None  # torch.fx raises its AssertionError where it counts
+        if names is None:
+            return b'', b''
+        try:
+            extra = set(self.non_compute_ops)
+        except TypeError:
+            return None
+        allowed = self.allowed_single_node_partition_ops
+        non_compute = bytes(1 if name is not None and name in extra else 0 for name in names)
+        allowed_single = bytes(1 if name is not None and name in allowed else 0 for name in names)
+        return non_compute, allowed_single
 
     if _torch_compat.PARTITIONER_2X:
         def fuse_partitions(self, partitions: List[Partition], prefix: str = "fused_"):
