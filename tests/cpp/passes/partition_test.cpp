@@ -381,7 +381,7 @@ TEST(Partition, RandomGraphsMatchBruteForceModel) {
     g.output(Argument::tuple(std::move(outs)));
     const unsigned density = rng() % 11;
     std::vector<uint8_t> sup;
-    for (Node* n : g.nodes()) sup.push_back(rng() % 10 < density ? 1 : 0);
+    for (size_t i = 0; i < g.size(); ++i) sup.push_back(rng() % 10 < density ? 1 : 0);
     const bool single = rng() % 3 == 0;
     ProposePartitionsOptions o;
     o.allows_single_node_partition = single;
