@@ -72,6 +72,12 @@ _AS_STRIDED = ('its core-ATen form calls aten::as_strided (run_decompositions() 
 CORE_EXPECTED_FAILURES = {n: _AS_STRIDED for n in (
     'convnext_tiny', 'convnext_small', 'convnext_base', 'convnext_large',
     'swin_t', 'swin_s', 'swin_b', 'swin_v2_t', 'swin_v2_s', 'swin_v2_b')}
+CORE_EXPECTED_FAILURES['maxvit_t'] = (
+    'the C++ runtime\'s result differs from ep.module() (max abs diff 0.24 at batch 1; loads untrusted): most likely '
+    'the planner bug of test_gpt2_style_decoder_core_aten_untrusted (decomposed attention)')
+# Run on 2026-11-27 (torch 2.14.1): resnet18/50, mobilenet_v3_small, efficientnet_b0, vit_b_16,
+# regnet_x_400mf, densenet121, shufflenet_v2_x0_5, squeezenet1_0, googlenet, inception_v3,
+# mnasnet0_5 pass; the rest of the 80 were not run in this form yet (FXCPP_ALL_MODELS=1).
 
 
 def _model_list():
