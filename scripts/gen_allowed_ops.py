@@ -114,7 +114,7 @@ EXCLUDED = {
     'reflection_pad2d': 'an empty padding list crashes the process (SIGSEGV); pad and constant_pad_nd check it',
 }
 
-# Core-ATen exports (ExportedProgram.run_decompositions() of 17 torchvision models,
+# Core-ATen exports (ExportedProgram.run_decompositions() of 16 torchvision models,
 # nn.TransformerEncoder and two GPT-2-style decoders on torch 2.14.1; the survey in
 # docs/design.md) need two operators the sets above refused: the batch-norm kernels
 # (now allowed behind a guard, below) and as_strided (convnext and swin: adaptive_avg_pool2d
