@@ -16,6 +16,10 @@ How the list is derived:
   3. Minus anything a hard refusal hits (refusal() below mirrors
      hard_refusal() in src/torch/policy.cpp; the C++ test
      Policy.ListAndHardRefusalsAgree checks the real one against every entry).
+  3a. Plus GUARDED: operators allowed behind an argument guard that the
+     sets above do not name (Note [Argument guards] in
+     include/fxcpp/torch/policy.h; the comment after EXCLUDED says why each
+     needs one and what it checks).
   4. Minus private operators (a leading underscore) unless CHECKED_PRIVATE
      names them: each was read and found to check its arguments.
   5. Minus EXCLUDED: operators that misbehaved when probed with hostile
@@ -79,6 +83,12 @@ COMPOSITES = {
     ],
 }
 
+# Operators allowed (base names: every overload) behind an argument guard (the
+# comment after EXCLUDED says what each guard checks) that neither set above names:
+# native_batch_norm is not tagged core (its private forms are), and files that
+# LibTorch 1.13 made (which has no _native_batch_norm_legit*) may call it.
+GUARDED = ['native_batch_norm']
+
 # Private operators that are allowed after checking their kernels validate
 # their arguments (dims, the half_to_float flag, shapes). Anything private not
 # named here is left off.
@@ -86,6 +96,9 @@ CHECKED_PRIVATE = {
     '_convolution',  # convolution's own checks (input/weight shapes, groups, padding) live in it
     '_adaptive_avg_pool2d', '_adaptive_avg_pool3d', '_cdist_forward', '_pdist_forward', '_log_softmax', '_softmax',
     '_to_copy',
+    # behind a guard (below): the batch-norm kernels' private forms, which core-ATen exports
+    # (ExportedProgram.run_decompositions()) call
+    '_native_batch_norm_legit', '_native_batch_norm_legit_no_training',
 }
 
 # Operators (base names) left off although the sets above would admit them:
@@ -93,10 +106,6 @@ CHECKED_PRIVATE = {
 # call) and misbehaved as said.
 EXCLUDED = {
     'grid_sampler_2d': 'an out-of-range interpolation or padding mode int returns uninitialised memory',
-    'native_batch_norm': 'weight, bias, mean or var shorter than the channels are read out of bounds '
-                         '(the batch_norm composite checks their sizes)',
-    '_native_batch_norm_legit': 'the native_batch_norm kernel: short statistics are read out of bounds',
-    '_native_batch_norm_legit_no_training': 'the native_batch_norm kernel: short statistics are read out of bounds',
     '_local_scalar_dense': 'an empty tensor crashes the process (SIGSEGV); item() checks and is allowed',
     '_embedding_bag': 'offsets and per-sample weights are not fully checked',
     '_fft_c2r': 'last_dim_size is trusted',
@@ -105,11 +114,31 @@ EXCLUDED = {
     'reflection_pad2d': 'an empty padding list crashes the process (SIGSEGV); pad and constant_pad_nd check it',
 }
 
+# Core-ATen exports (ExportedProgram.run_decompositions() of 16 torchvision models,
+# nn.TransformerEncoder and two GPT-2-style decoders on torch 2.14.1; the survey in
+# docs/design.md) need two operators the sets above refused: the batch-norm kernels
+# (now allowed behind a guard, below) and as_strided (convnext and swin: adaptive_avg_pool2d
+# of a channels-last tensor), which refusal() keeps off: raw offsets; the C++ runtime's
+# view guard makes it memory-safe there, the Python runtime on torch 1.13 has no such check.
+
 # Allowed behind a guard (Note [Argument guards] in include/fxcpp/torch/policy.h):
 #   repeat_interleave: torch 1.13 crashes (SIGSEGV) on
 #     repeat_interleave.self_int(zeros(3, 1, 4, 4), 2**62, -2) (the output size
 #     overflows); the runtime checks the result size of all three overloads
 #     before the kernel runs (torchaudio's WaveRNN lowers to self_int).
+#   native_batch_norm, _native_batch_norm_legit (and .no_stats),
+#   _native_batch_norm_legit_no_training: the kernel reads weight, bias,
+#     running_mean and running_var as input.size(1) elements each through a raw
+#     pointer, unchecked (torch 1.13 and 2.14: a short, empty or stride-0 one is
+#     read out of bounds, an empty one of 65536 channels is a SIGSEGV; only the
+#     batch_norm composite checks sizes), and in evaluation the running
+#     statistics even when None (native_batch_norm(..., None, None, False, ...)
+#     and _native_batch_norm_legit.no_stats(..., False, ...) are a SIGSEGV on
+#     2.14). Dtypes and input ranks they check themselves. The runtime wants
+#     each that is given to be a contiguous 1-D tensor of input.size(1)
+#     elements, both statistics given when training is False, and the input to
+#     have 2 dims or more. Core-ATen exports (run_decompositions()) of every
+#     batch-norm model call _native_batch_norm_legit_no_training.
 
 
 FILE_WORDS = ('file', 'save', 'load', 'mmap')
@@ -178,6 +207,12 @@ def render(core):
                 why = refusal(n) or EXCLUDED.get(n) or 'private'
                 raise SystemExit(f'gen_allowed_ops: composite {n!r} is refused: {why}')
             lines.append(f'"aten::{n}",')
+    lines.append('')
+    lines.append('// ---- allowed behind an argument guard (Note [Argument guards] in include/fxcpp/torch/policy.h) ----')
+    for n in GUARDED:
+        if not admitted(n):
+            raise SystemExit(f'gen_allowed_ops: guarded {n!r} is refused: {refusal(n) or EXCLUDED.get(n) or "private"}')
+        lines.append(f'"aten::{n}",')
     return '\n'.join(lines) + '\n'
 
 

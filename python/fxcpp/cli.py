@@ -408,6 +408,9 @@ def _load_fxpt(path: str, runtime: str, trusted: bool = False):
     if os.path.isdir(path):
         raise CliError(f"{path} is a directory, not a .fxpt or .pt2 file")
     try:
+        if runtime == "show":  # read to be shown, never run (Note [Argument guards])
+            from fxcpp.aten._runtime import _load_bytes
+            return _load_bytes(os.fsdecode(path), "show", trusted=trusted)
         return aten.load(path, runtime=runtime, trusted=trusted)
     except ValueError as e:
         hint = None if trusted or "trusted" not in str(e) else (
@@ -662,7 +665,7 @@ def _explore_target(spec: str, args):
         except Exception as e:  # noqa: BLE001 -- a foreign file
             raise CliError(f"cannot load {spec}: {type(e).__name__}: {_first_line(e)}")
     if _is_fxpt(spec):
-        return _load_fxpt(spec, "python", args.trusted)
+        return _load_fxpt(spec, "show", args.trusted)
     concrete = _concrete_args(args)
     shape = parse_shape(args.input_shape) if args.input_shape else None
     model = instantiate(load_callable(spec), spec)
@@ -715,7 +718,7 @@ def cmd_show(args) -> int:
     if args.format in ("html", "svg", "png") or args.diff or args.other:
         return cmd_explore(args)
     if _is_fxpt(args.target):
-        gm = _load_fxpt(args.target, "python", args.trusted)
+        gm = _load_fxpt(args.target, "show", args.trusted)
         if args.format == "code":
             text = gm.code.strip("\n") + "\n"
         elif args.format == "graph":

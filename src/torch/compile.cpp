@@ -97,7 +97,9 @@ class Compiler {
     for (Node* n : graph_.nodes()) {
       switch (n->op()) {
         case Op::Placeholder: {
-          Input in{new_slot(n), std::string(n->name()), false, {}, nullptr};
+          Input in;
+          in.slot = new_slot(n);
+          in.name = std::string(n->name());
           if (!n->args().empty()) {
             in.has_default = true;
             in.default_value = untyped(n->args().front(), n);

@@ -5,6 +5,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <ATen/core/Tensor.h>
+#include <torch/csrc/api/include/torch/version.h>
 
 #include <algorithm>
 #include <set>
@@ -160,6 +161,80 @@ void guard_view(const std::vector<c10::IValue>& s) {
   check_view_extent("the view", offset, sizes, strides, self.dtype().itemsize(), impl->unsafe_storage().nbytes());
 }
 
+// The batch-norm kernels (native_batch_norm, _native_batch_norm_legit and its
+// no_stats overload, _native_batch_norm_legit_no_training, their out= forms;
+// probed in forked processes on torch 1.13.1 and 2.14.1) read weight, bias,
+// running_mean and running_var as input.size(1) elements each through a raw
+// pointer, unchecked: a short or empty one is read out of bounds (SIGSEGV
+// for an empty one with 65536 channels), a stride-0 one too (wrong results).
+// In evaluation (training=False) they read the running statistics whether
+// given or not: native_batch_norm with None for them, and
+// _native_batch_norm_legit.no_stats with training=False, are a SIGSEGV.
+// They check dtypes, and an input with fewer than 2 dims, themselves (an
+// IndexError; a 0-d input is a ValueError on 2.14). 1.13's divide by the
+// elements per channel: an empty input is a SIGFPE. The guard wants the input
+// to have 2 dims or more, each of the four that is given to be a 1-D tensor of
+// input.size(1) elements laid out contiguously, and both statistics given in
+// evaluation, and on LibTorch 1.13 an input with elements; the composite
+// batch_norm checks sizes itself and needs none.
+std::string shape_of(const at::Tensor& t) {
+  std::string out = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) out += (d ? ", " : "") + std::to_string(t.size(d));
+  return out + "]";
+}
+
+[[noreturn]] void batch_norm_fail(const char* name, const std::string& why, int64_t channels) {
+  throw Error(std::string("batch norm: argument '") + name + "' " + why + "; it must be a contiguous 1-D tensor of " +
+              std::to_string(channels) + " elements, one per channel of the input (input.size(1) = " +
+              std::to_string(channels) + ")");
+}
+
+// Whether the argument is given (a defined tensor); throws unless it is a
+// contiguous 1-D tensor of `channels` elements.
+bool check_channel_vector(const c10::IValue& v, const char* name, int64_t channels) {
+  if (!v.isTensor() || !v.toTensor().defined()) return false;  // None: the kernel does without it
+  const at::Tensor& t = v.toTensor();
+  if (t.dim() != 1 || t.size(0) != channels) batch_norm_fail(name, "has shape " + shape_of(t), channels);
+  if (channels > 1 && t.stride(0) != 1)
+    batch_norm_fail(name, "has stride " + std::to_string(t.stride(0)) + " (the kernel reads it as contiguous)",
+                    channels);
+  return true;
+}
+
+// kStats: the overload takes running_mean and running_var (arguments 3 and 4);
+// kTraining: the index of its `training` argument, or -1 (evaluation only).
+template <bool kStats, int kTraining>
+void guard_batch_norm(const std::vector<c10::IValue>& s) {
+  const size_t needed = std::max<size_t>(kStats ? 5 : 3, kTraining + 1);
+  if (s.size() < needed || !s[0].isTensor()) return;  // the runtime's schema binding refuses these
+  const at::Tensor& input = s[0].toTensor();
+  if (!input.defined()) return;
+  if (input.dim() < 2)
+    throw Error("batch norm: argument 'input' has shape " + shape_of(input) +
+                "; it needs at least 2 dimensions (batch, channels, ...)");
+  const int64_t channels = input.size(1);
+#if TORCH_VERSION_MAJOR < 2
+  // LibTorch 1.13's kernel divides by the elements per channel: SIGFPE.
+  if (input.numel() == 0)
+    throw Error("batch norm: argument 'input' has shape " + shape_of(input) +
+                ", no elements, which this LibTorch's kernel divides by (torch 2 returns an empty result)");
+#endif
+  check_channel_vector(s[1], "weight", channels);
+  check_channel_vector(s[2], "bias", channels);
+  bool training = false;
+  if constexpr (kTraining >= 0) training = s[kTraining].isBool() && s[kTraining].toBool();
+  if (!kStats) {
+    if (!training)
+      throw Error("batch norm: argument 'training' is False, but this overload takes no running statistics, "
+                  "which evaluation reads (use an overload with running_mean and running_var)");
+    return;
+  }
+  const char* names[] = {"running_mean", "running_var"};
+  for (int i = 0; i < 2; ++i)
+    if (!check_channel_vector(s[3 + i], names[i], channels) && !training)
+      batch_norm_fail(names[i], "is None, but evaluation (training=False) reads it", channels);
+}
+
 }  // namespace
 
 void check_view_extent(const char* what, int64_t offset, c10::IntArrayRef sizes, c10::IntArrayRef strides,
@@ -196,6 +271,23 @@ ArgumentGuard argument_guard(const AtenOp& op) {
   if ((name.name == "aten::as_strided" || name.name == "aten::as_strided_" || name.name == "aten::_reshape_alias") &&
       name.overload_name.empty())
     return guard_view;
+  if (name.name == "aten::native_batch_norm" || name.name == "aten::_native_batch_norm_legit" ||
+      name.name == "aten::_native_batch_norm_legit_no_training" ||
+      name.name == "aten::_native_batch_norm_legit_functional") {
+    // Every overload takes (input, weight, bias, ...); those with statistics
+    // name them next (the no_stats overloads do not), then `training`
+    // (_native_batch_norm_legit_no_training has none).
+    const auto& args = op.handle.schema().arguments();
+    const bool stats = args.size() > 4 && args[3].name() == "running_mean" && args[4].name() == "running_var";
+    int training = -1;
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i].name() == "training") training = static_cast<int>(i);
+    if (stats && training == 5) return guard_batch_norm<true, 5>;
+    if (stats && training == -1) return guard_batch_norm<true, -1>;
+    if (!stats && training == 3) return guard_batch_norm<false, 3>;
+    // A layout no LibTorch has had: the strictest reading (evaluation, statistics required).
+    return stats ? guard_batch_norm<true, -1> : guard_batch_norm<false, -1>;
+  }
   if (name.name != "aten::repeat_interleave") return nullptr;
   if (name.overload_name == "self_int") return guard_repeat_interleave_self_int;
   if (name.overload_name == "self_Tensor") return guard_repeat_interleave_self_tensor;

@@ -183,7 +183,9 @@ TEST(LoadMmap, MutatedFilesBehaveAsTheSameBytesInABuffer) {
         fb = true;
       }
       EXPECT_EQ(fa, fb) << what;
-      if (!fa && !fb) EXPECT_TRUE(fuzz::same(a, b)) << what;
+      if (!fa && !fb) {
+        EXPECT_TRUE(fuzz::same(a, b)) << what;
+      }
     }
   }
   EXPECT_GT(refused, 20);
@@ -216,7 +218,9 @@ TEST(LoadMmap, MisalignedRecordsAreCopied) {
     size_t shared = 0;
     for (const auto& [name, p] : pa) {
       shared += p == pb.at(name);
-      if (p == pb.at(name)) EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << name << " is mapped misaligned";
+      if (p == pb.at(name)) {
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << name << " is mapped misaligned";
+      }
       EXPECT_TRUE(at::equal(*a.find_tensor(name), *ref.find_tensor(name))) << name;
     }
     EXPECT_LT(shared, pa.size()) << "every record was mapped, aligned or not";

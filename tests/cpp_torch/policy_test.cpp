@@ -3,8 +3,13 @@
 // use] (src/torch/load.cpp): crafted files that would write files, read heap
 // memory or corrupt it are refused unless trusted; the allow-list and the hard
 // refusals agree; the opt-in loads and runs a harmless refused operator.
+#include <ATen/TensorOperators.h>
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/batch_norm.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randn.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/from_blob.h>
 #include <caffe2/serialize/inline_container.h>
@@ -265,7 +270,7 @@ TEST(Policy, AllowedOperatorsAreWhatFilesMayCall) {
   // (scripts/gen_allowed_ops.py, EXCLUDED).
   for (const char* refused : {"aten::from_file", "aten::as_strided", "aten::empty.memory_format", "aten::copy_",
                               "aten::_sparse_coo_tensor_unsafe", "aten::to_dense", "aten::grid_sampler_2d",
-                              "aten::native_batch_norm", "aten::_local_scalar_dense", "aten::_embedding_bag",
+                              "aten::_local_scalar_dense", "aten::_embedding_bag",
                               "aten::reflection_pad1d", "aten::reflection_pad2d"})
     EXPECT_FALSE(set.count(refused)) << refused;
   // Each resolves, and a file calling it passes the policy.
@@ -275,6 +280,105 @@ TEST(Policy, AllowedOperatorsAreWhatFilesMayCall) {
     EXPECT_EQ(a->qualified, q);
     EXPECT_EQ(refusal_reason(*a), "") << q;
   }
+}
+
+TEST(Policy, BatchNormKernelsRunUntrustedBehindTheirGuard) {
+  // Note [Argument guards]: the batch-norm kernels read weight, bias and the
+  // running statistics as input.size(1) elements each, unchecked. A file from
+  // an untrusted source may call them (core-ATen exports do), and the guard
+  // refuses every argument the kernel would read out of bounds, naming it,
+  // before the kernel runs, planned or not; valid calls give what the
+  // batch_norm composite (which checks sizes) gives.
+  struct Variant {
+    const char* op;
+    bool stats, training, has_training_arg;
+  };
+  const std::vector<Variant> variants = {
+      {"aten::native_batch_norm", true, false, true},
+      {"aten::_native_batch_norm_legit", true, false, true},
+      {"aten::_native_batch_norm_legit.no_stats", false, true, true},
+      {"aten::_native_batch_norm_legit_no_training", true, false, false},
+  };
+  size_t ran = 0;
+  for (const Variant& v : variants) {
+    std::string qualified = v.op, base = qualified.substr(0, qualified.find('.'));
+    std::string overload = qualified.find('.') == std::string::npos ? "" : qualified.substr(qualified.find('.') + 1);
+    if (!c10::Dispatcher::singleton().findSchema({base, overload})) continue;  // not on LibTorch 1.13
+    ++ran;
+    Graph g;
+    Node* x = g.placeholder("x");
+    Node* w = g.placeholder("w");
+    Node* b = g.placeholder("b");
+    std::vector<Argument> args = {N(x), N(w), N(b)};
+    if (v.stats) {
+      args.push_back(N(g.placeholder("m")));
+      args.push_back(N(g.placeholder("v")));
+    }
+    if (v.has_training_arg) args.push_back(Argument::boolean(v.training));
+    args.push_back(Argument::real(0.1));
+    args.push_back(Argument::real(1e-5));
+    g.output(N(g.call_function(aten_op(qualified), std::move(args))));
+    std::string bytes = save_to_buffer(g, {});
+    ASSERT_EQ(load_error(bytes), "") << qualified;
+    for (bool plan : {true, false}) {
+      LoadOptions options;
+      options.plan_memory = plan;
+      Module m = load_from_buffer(bytes.data(), bytes.size(), options);
+      auto run = [&](at::Tensor input, at::Tensor wt, at::Tensor bs, at::Tensor mean, at::Tensor var) {
+        std::vector<c10::IValue> in = {input, wt, bs};
+        if (v.stats) {
+          in.push_back(mean);
+          in.push_back(var);
+        }
+        return m.forward(in).toTupleRef().elements()[0].toTensor();
+      };
+      auto vec = [](int64_t n) { return at::rand({n}) + 0.5; };
+      at::Tensor x4 = at::randn({2, 4, 3, 3});
+      for (int i = 0; i < 2; ++i) {
+        at::Tensor wt = vec(4), bs = vec(4), mean = vec(4), var = vec(4);
+        at::Tensor want = v.stats ? at::batch_norm(x4, wt, bs, mean, var, false, 0.1, 1e-5, false)
+                                  : at::batch_norm(x4, wt, bs, {}, {}, true, 0.1, 1e-5, false);
+        EXPECT_TRUE(at::allclose(run(x4, wt, bs, mean, var), want, 1e-5, 1e-5)) << qualified << " plan " << plan;
+      }
+      struct Bad {
+        const char* arg;
+        at::Tensor x, w, b, m, v;
+        const char* says;
+      };
+      at::Tensor ok = vec(4);
+      std::vector<Bad> bad = {
+          {"weight", x4, vec(1), ok, ok, ok, "has shape [1]"},
+          {"weight", x4, vec(7), ok, ok, ok, "has shape [7]"},
+          {"bias", x4, ok, vec(0), ok, ok, "has shape [0]"},
+          {"weight", x4, vec(4).reshape({4, 1}), ok, ok, ok, "has shape [4, 1]"},
+          {"weight", at::randn({2, 1 << 16, 1}), at::ones({1}).expand({1 << 16}), vec(1 << 16), vec(1 << 16),
+           vec(1 << 16), "has stride 0"},
+          {"input", at::randn({4}), ok, ok, ok, ok, "has shape [4]"},
+      };
+      if (v.stats) {
+        bad.push_back({"running_mean", x4, ok, ok, vec(2), ok, "has shape [2]"});
+        bad.push_back({"running_var", at::randn({2, 1 << 16, 1}), vec(1 << 16), vec(1 << 16), vec(1 << 16), vec(0),
+                       "has shape [0]"});
+        bad.push_back({"running_var", x4, ok, ok, ok, vec(8).slice(0, 0, 8, 2), "has stride 2"});
+      }
+      for (const Bad& c : bad) {
+        for (int i = 0; i < 2; ++i) {
+          try {
+            run(c.x, c.w, c.b, c.m, c.v);
+            ADD_FAILURE() << qualified << ": " << c.arg << " " << c.says << " ran";
+          } catch (const Error& e) {
+            std::string what = e.what();
+            EXPECT_NE(what.find("argument '" + std::string(c.arg) + "' " + c.says), std::string::npos) << what;
+            EXPECT_NE(what.find(std::string(c.arg) == "input" ? "at least 2 dimensions" : "1-D tensor of "),
+                      std::string::npos)
+                << what;
+            EXPECT_NE(what.find(base), std::string::npos) << what;  // the node and its operator
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GE(ran, 1u);
 }
 
 // ---- names (Note [Names a file may use]) ----------------------------------------------

@@ -226,16 +226,21 @@ def test_resnet18_dynamic_batch(tmp_path):
 
 
 @pytest.mark.skipif(torchvision is None, reason='torchvision is not installed')
-def test_resnet18_decomposed_needs_trust(tmp_path):
+def test_resnet18_decomposed_loads_untrusted(tmp_path):
     # Decomposed, batch norm becomes aten::_native_batch_norm_legit_no_training,
-    # which is off the allow-list (like native_batch_norm, it trusts its statistics'
-    # sizes): refused with the opt-in named, runs when trusted.
+    # which trusts its statistics' sizes: it is allowed behind its argument guard
+    # (Note [Argument guards]), so the default policy loads the archive for the C++
+    # runtime, and the plan still manages memory. The Python runtime runs no guard: it
+    # refuses the kernel from an untrusted file and runs it from a trusted one.
     torch.manual_seed(0)
     model = torchvision.models.resnet18(num_classes=10).eval()
     path = _export(tmp_path, model, (torch.randn(1, 3, 64, 64),), decompose=True)
-    with pytest.raises(ValueError, match='trusted=True'):
-        fxcpp.aten.load(path, runtime='cpp')
-    _check(path, (torch.randn(1, 3, 64, 64),), trusted=True)
+    mine, _ = _check(path, (torch.randn(1, 3, 64, 64),))
+    assert mine._runtime.plan_stats()['managed'] > 0
+    x = torch.randn(1, 3, 64, 64)
+    with pytest.raises(ValueError, match="_native_batch_norm_legit_no_training.*only in fxcpp's C\\+\\+ runtime"):
+        fxcpp.aten.load(path, runtime='python')
+    _close(fxcpp.aten.load(path, runtime='python', trusted=True)(x), mine(x))
 
 
 def test_transformer_encoder(tmp_path):

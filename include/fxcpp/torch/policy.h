@@ -20,9 +20,10 @@
 //     underscore) are on it only one by one, checked (aten::_softmax,
 //     aten::_to_copy, ...). Operators that misbehaved when probed with
 //     hostile arguments are left off, each with what it did (grid_sampler_2d
-//     returns uninitialised memory for a bad mode, native_batch_norm reads
-//     short statistics out of bounds, reflection_pad2d crashes on an empty
-//     padding list, ...). scripts/gen_allowed_ops.py derives the list,
+//     returns uninitialised memory for a bad mode, reflection_pad2d crashes
+//     on an empty padding list, ...), or are on it behind an argument guard
+//     (Note [Argument guards]: native_batch_norm would read short statistics
+//     out of bounds). scripts/gen_allowed_ops.py derives the list,
 //     documents each exclusion and checks the list against a torch.
 // Whatever the list says, these are refused (hard refusals, from the name and
 // the schema; refusal_reason() below):
@@ -92,7 +93,15 @@ std::vector<std::string> allowed_operators();
 // ~~~~~~~~~~~~~~~~~~~~~~
 // A few allow-listed kernels crash instead of raising on some arguments: the
 // size of their result overflows int64 before any check sees it
-// (repeat_interleave with repeats near 2^62 is a SIGSEGV in torch 1.13). The
+// (repeat_interleave with repeats near 2^62 is a SIGSEGV in torch 1.13), or
+// they read an argument as as many elements as another says, unchecked (the
+// batch-norm kernels, native_batch_norm, _native_batch_norm_legit[.no_stats]
+// and _native_batch_norm_legit_no_training, read weight, bias, running_mean
+// and running_var as input.size(1) elements each, and in evaluation the
+// running statistics even when they are None: a short, empty or stride-0 one
+// is read out of bounds; the guard wants each that is given to be a
+// contiguous 1-D tensor of input.size(1) elements, both statistics given when
+// training is False, and the input to have 2 dims or more). The
 // runtime resolves a guard for such an operator once, when it compiles the
 // instruction, and calls it on the boxed arguments before every call of the
 // kernel (planned or not, trusted file or not: it only refuses what would

@@ -276,12 +276,14 @@ def _set_attr(root: torch.nn.Module, qualified: str, value: torch.Tensor, kind: 
         setattr(mod, leaf, value)
 
 
-def _graph_module(data, trusted: bool) -> GraphModule:
+def _graph_module(data, trusted: bool, to_run: bool = True) -> GraphModule:
     """The GraphModule of a file's bytes, or of a path (str: the file mapped):
     the C++ reader parses and checks the file once and appends its nodes to a
-    new Graph (Note [Python load path])."""
+    new Graph (Note [Python load path]). ``to_run``: it will run in Python, where no
+    argument guard does (an untrusted file may then not call a guarded operator);
+    False only to show the graph."""
     graph = Graph()
-    class_name, tensors = _C_torch.read_graph(data, graph, trusted=trusted)
+    class_name, tensors = _C_torch.read_graph(data, graph, trusted=trusted, to_run=to_run)
     root = torch.nn.Module()
     reserved = _reserved_names(GraphModule)
     for name, kind, tensor, requires_grad in tensors:

@@ -87,7 +87,8 @@ def load(path, runtime: str = 'python', plan_memory: bool = True, trusted: bool 
     written by ``torch.export.save`` (told apart by content; docs/pt2_format.md).
 
     ``runtime='python'`` returns a GraphModule (same ``code`` as the saved
-    one); ``runtime='cpp'`` returns a :class:`CppModule` whose forward runs the
+    one; from an untrusted file, one that calls no operator whose arguments fxcpp checks
+    only in its C++ runtime: Note [Argument guards]); ``runtime='cpp'`` returns a :class:`CppModule` whose forward runs the
     whole graph in the C++ runtime with the GIL released. Either way the file
     is read once and parsed once, by the C++ reader, which checks it whole
     (Note [Python load path] in _format.py); no code from the file runs. A
@@ -122,11 +123,12 @@ def load(path, runtime: str = 'python', plan_memory: bool = True, trusted: bool 
 
 def _load_bytes(data, runtime: str = 'python', plan_memory: bool = True, trusted: bool = False):
     """:func:`load` of a file's bytes already in memory (copied), or of a
-    path (str: mapped)."""
+    path (str: mapped). runtime='show': a GraphModule only to be shown, never run (an
+    untrusted file may call guarded operators, which the Python runtime refuses)."""
     try:
         if runtime == 'cpp':
             return CppModule(_C_torch.load(data, plan_memory=plan_memory, trusted=trusted))
-        return _graph_module(data, trusted)
+        return _graph_module(data, trusted, to_run=runtime != 'show')
     except ValueError:
         raise
     except _MALFORMED as e:
