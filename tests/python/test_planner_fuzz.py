@@ -444,6 +444,11 @@ def _extra_table():
         (A.prelu.default, (r(1, 3, 4), r(3)), {}),
         (A.repeat_interleave.Tensor, (torch.tensor([1, 2, 0]),), {}),
         (A.upsample_bilinear2d.vec, (r(1, 2, 3, 3), [5, 6], False, None), {}),
+        # the batch-norm kernels core-ATen exports call (allowed behind their argument guard; 2.x)
+        (getattr(getattr(A, '_native_batch_norm_legit_no_training', None), 'default', None),
+         (r(2, 3, 4), r(3), r(3), r(3), r(3).abs() + 0.5, 0.1, 1e-5), {}),
+        (getattr(getattr(A, '_native_batch_norm_legit', None), 'no_stats', None),
+         (r(2, 3, 4), r(3), r(3), True, 0.1, 1e-5), {}),
     ]
     return [(func, args, kwargs, any(w in qualified(func) for w in _UNDETERMINED)) for func, args, kwargs in t
             if func is not None]
