@@ -95,6 +95,22 @@ def reduce_deploy_graph_module(
     return _deserialize_graph_module(forward, body)
 
 
+# Note [fxcpp in torch.package]
+# torch.package's exporter externs `torch` (and the standard library) without being told, so a
+# torch.fx GraphModule packages as it is. The pickle of an fxcpp GraphModule names
+# fxcpp.graph_module.reduce_package_graph_module, and fxcpp is a compiled extension that a
+# package cannot hold (its Python files are no use without fxcpp._C): it must be extern like
+# torch. Unless one of the user's patterns already decides fxcpp, `__reduce_package__` adds
+# `fxcpp` and `fxcpp.**` to the exporter's extern patterns (the exporter matches the pickle's
+# modules against its patterns after the pickle is written, so the pattern is in place for them),
+# and the package loads wherever fxcpp is installed, as one with torch.fx loads wherever torch is.
+def _extern_fxcpp(exporter) -> None:
+    patterns = getattr(exporter, 'patterns', None)
+    if patterns is None or any(p.matches('fxcpp.graph_module') for p in patterns):
+        return
+    exporter.extern(['fxcpp', 'fxcpp.**'])
+
+
 # GraphModule.meta's entry of attributes a deep copy sets on the copy (torch.fx 2.x).
 _USER_PRESERVED_ATTRIBUTES_KEY = "_user_preserved_attributes"
 
@@ -644,6 +660,7 @@ class {module_name}(torch.nn.Module):
         return (reduce_deploy_graph_module, (dict_without_graph, import_block))
 
     def __reduce_package__(self, exporter: PackageExporter):
+        _extern_fxcpp(exporter)
         dict_without_graph = self.__dict__.copy()
         dict_without_graph['_graphmodule_cls_name'] = self.__class__.__name__
         del dict_without_graph['_graph']

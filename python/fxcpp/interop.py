@@ -53,7 +53,7 @@ class _Lib:
     """The classes of one library (torch.fx or fxcpp) the converter needs."""
 
     def __init__(self, name, graph, node, graph_module, tracer, codegen, pytree_codegen, pytree_info,
-                 immutable_list, immutable_dict):
+                 immutable_list, immutable_dict, lazy_graph_module=None):
         self.name = name
         self.Graph = graph
         self.Node = node
@@ -64,6 +64,8 @@ class _Lib:
         self.PyTreeInfo = pytree_info
         self.immutable_list = immutable_list
         self.immutable_dict = immutable_dict
+        #: the library's _LazyGraphModule (torch 2.x), None where it has none
+        self.LazyGraphModule = lazy_graph_module
         self._gm_internal = None
 
     def gm_internal_keys(self):
@@ -83,18 +85,24 @@ def _torch_lib() -> _Lib:
     if lib is None:
         import torch.fx.graph as tg
         import torch.fx.immutable_collections as tic
+        try:
+            from torch.fx._lazy_graph_module import _LazyGraphModule as lazy
+        except ImportError:  # torch 1.13
+            lazy = None
         lib = _libs['torch'] = _Lib('torch.fx', torch.fx.Graph, torch.fx.Node, torch.fx.GraphModule,
                                     torch.fx.Tracer, tg.CodeGen, tg._PyTreeCodeGen, tg._PyTreeInfo,
-                                    tic.immutable_list, tic.immutable_dict)
+                                    tic.immutable_list, tic.immutable_dict, lazy)
     return lib
 
 
 def _fxcpp_lib() -> _Lib:
     lib = _libs.get('fxcpp')
     if lib is None:
+        from ._lazy_graph_module import _LazyGraphModule
         lib = _libs['fxcpp'] = _Lib('fxcpp', fg.Graph, Node, GraphModule, Tracer, fg.CodeGen,
                                     fg._PyTreeCodeGen, fg._PyTreeInfo,
-                                    fic.immutable_list, fic.immutable_dict)
+                                    fic.immutable_list, fic.immutable_dict,
+                                    _LazyGraphModule)
     return lib
 
 
@@ -193,9 +201,13 @@ def _convert_graph(g, src: _Lib, dst: _Lib, env=None):
 def _convert_gm(gm, src: _Lib, dst: _Lib):
     graph = _convert_graph(gm.graph, src, dst)
     cls_name = type(gm).__name__
+    # A lazy module (torch 2.x: make_fx's, Dynamo's) stays lazy: its code is generated on first
+    # use on the other side too.
+    lazy = (src.LazyGraphModule is not None and dst.LazyGraphModule is not None
+            and isinstance(gm, src.LazyGraphModule))
     # Share the module tree itself: every top-level submodule / parameter /
     # buffer object is the source's (as GraphModule(root, graph) does).
-    out = dst.GraphModule(gm, graph, class_name=cls_name)
+    out = (dst.LazyGraphModule if lazy else dst.GraphModule)(gm, graph, class_name=cls_name)
     for table in ('_modules', '_parameters', '_buffers'):
         d = getattr(out, table)
         d.clear()

@@ -737,6 +737,31 @@ def test_torch_package_roundtrip(tmp_path):
     assert_same_outputs(loaded(x), ours(x))
 
 
+def test_torch_package_default_patterns():
+    """Note [fxcpp in torch.package]: with none of the user's patterns, a module packages and
+    loads as torch.fx's does (torch is extern by default; fxcpp is made so); a pattern of the
+    user's that decides fxcpp is left to decide it."""
+    from io import BytesIO
+    from torch.package import PackageExporter, PackageImporter
+    from torch.package.package_exporter import PackagingError
+    x = torch.randn(2, 4)
+    loaded = {}
+    for lib, gm in zip(('torch.fx', 'fxcpp'), pair()[1:]):
+        f = BytesIO()
+        with PackageExporter(f) as exp:
+            exp.save_pickle('model', 'model.pkl', gm)
+            externs = exp.externed_modules()
+        f.seek(0)
+        loaded[lib] = PackageImporter(f).load_pickle('model', 'model.pkl')
+        assert_same_outputs(loaded[lib](x), gm(x))
+        assert ('fxcpp.graph_module' in externs) == (lib == 'fxcpp')
+    assert isinstance(loaded['fxcpp'], fx.GraphModule) and loaded['fxcpp'].code == loaded['torch.fx'].code
+    with pytest.raises(PackagingError, match='fxcpp'):
+        with PackageExporter(BytesIO()) as exp:
+            exp.deny('fxcpp.**')
+            exp.save_pickle('model', 'model.pkl', pair()[2])
+
+
 def test_to_folder(tmp_path):
     _, ref, ours = pair()
     texts = []

@@ -22,7 +22,7 @@ import fxcpp as fx
 from fxcpp import _torch_compat
 import fxcpp.graph as fx_graph
 import fxcpp.immutable_collections as fic
-from torch2 import FX_NODE_NOT_A_BASE, xfail2
+from torch2 import FX_NODE_NOT_A_BASE, TORCH2, xfail2
 from fxcpp.annotate import annotate  # noqa: F401  (RewritingTracer turns `x: T = v` into a call)
 from fxcpp.passes.shape_prop import ShapeProp as FShapeProp
 
@@ -637,3 +637,65 @@ def test_counterpart_modules_have_torch_fx_names(suffix):
     own = [n for n, v in vars(ref).items()
            if not n.startswith('_') and getattr(v, '__module__', None) == ref.__name__]
     assert own and not [n for n in own if not hasattr(ours, n)]
+
+
+# ---------------------------------------------------------------------------
+# make_fx into fxcpp graphs; lazy modules stay lazy across the conversion
+# ---------------------------------------------------------------------------
+
+class _MakeFx(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 4)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)).sum(1)
+
+
+@pytest.mark.parametrize('mode', ['real', 'symbolic'])
+def test_make_fx_gives_fxcpp_graph_modules(mode):
+    from torch.fx.experimental.proxy_tensor import make_fx as torch_make_fx
+    from fxcpp.experimental.proxy_tensor import make_fx
+    if mode == 'symbolic' and not TORCH2:
+        pytest.skip("torch 1.13's make_fx takes no _allow_non_fake_inputs")
+    m = _MakeFx()
+    kw = {} if mode == 'real' else {'tracing_mode': mode, '_allow_non_fake_inputs': True}
+    x = torch.randn(2, 3)
+    ours, theirs = make_fx(m, **kw)(x), torch_make_fx(m, **kw)(x)
+    assert isinstance(ours, fx.GraphModule) and isinstance(ours.graph, fx.Graph)
+    assert ours.code == theirs.code and str(ours.graph) == str(theirs.graph)
+    assert [n.name for n in ours.graph.nodes] == [n.name for n in theirs.graph.nodes]
+    assert torch.equal(ours(x), theirs(x))
+    if mode == 'symbolic':  # the FakeTensors and SymInts are make_fx's own objects
+        vals = [n.meta.get('val') for n in ours.graph.nodes]
+        assert all(v is not None for v in vals[:-1])
+        assert isinstance(vals[0].shape[0], torch.SymInt)
+    # f may be an fxcpp GraphModule
+    again = make_fx(fx.symbolic_trace(m))(x)
+    assert isinstance(again, fx.GraphModule) and torch.equal(again(x), m(x))
+
+
+@pytest.mark.skipif(not TORCH2, reason='lazy graph modules are torch.fx 2.x API')
+def test_lazy_modules_stay_lazy_across_conversion():
+    from torch.fx._lazy_graph_module import _LazyGraphModule as TLazy
+    from torch.fx.experimental.proxy_tensor import make_fx as torch_make_fx
+    from fxcpp._lazy_graph_module import _LazyGraphModule, _use_lazy_graph_module
+    from fxcpp.experimental.proxy_tensor import make_fx
+
+    def f(x):
+        return x.sin()
+    x = torch.randn(2, 3)
+    with _use_lazy_graph_module(True):
+        gm = fx.symbolic_trace(f)
+        assert isinstance(gm, _LazyGraphModule) and gm._needs_recompile()
+        ours, theirs = make_fx(gm)(x), torch_make_fx(gm)(x)
+        # as torch.fx's: lazy, code still to be generated; tracing ran gm's forward
+        assert isinstance(ours, _LazyGraphModule) and isinstance(theirs, TLazy)
+        assert ours._needs_recompile() and theirs._needs_recompile()
+        assert not gm._needs_recompile()
+        back = fx.to_torch_fx(ours)
+        assert isinstance(back, TLazy) and back._needs_recompile()
+    assert ours.code == theirs.code == back.code
+    # out of the block a plain module converts to a plain module
+    plain = fx.from_torch_fx(tfx.symbolic_trace(f))
+    assert not isinstance(plain, _LazyGraphModule)

@@ -379,10 +379,9 @@ def test_graph_manipulation_matches_torch_fx(resnet):
             n for n in theirs.graph.nodes if n.op == 'call_module').meta['tensor_meta'].shape
 
 
-# torch.fx's own replace_target_nodes_with (re-exported) maps args with torch.fx's map_arg, which on
-# torch.fx 2.x does not recognise fxcpp nodes: the rebuilt graph's nodes keep the old graph's nodes as
-# inputs (so 2.x's code frees each value as dead: "conv = self.conv(x);  x = conv = None").
-@FX_NODE_NOT_A_BASE
+# fxcpp's replace_target_nodes_with (torch.fx's, re-exported until now, mapped args with torch.fx's
+# map_arg, which on 2.x does not recognise fxcpp nodes: the rebuilt graph's nodes kept the old graph's
+# nodes as inputs, and 2.x's code freed each value as dead: "conv = self.conv(x);  x = conv = None").
 def test_replace_target_nodes_with_matches_torch_fx():
     from fxcpp.passes import graph_manipulation as gm_ours
     from torch.fx.passes import graph_manipulation as gm_torch
@@ -394,6 +393,12 @@ def test_replace_target_nodes_with_matches_torch_fx():
     assert ours.code == theirs.code and 'torch.tanh' in ours.code and 'sigmoid' not in ours.code.split('=')[-1]
     x = torch.randn(2, 3, 8, 8)
     _assert_same_outputs(ours(x), theirs(x))
+    # the copied nodes keep their meta, the replaced ones start without (as torch.fx's)
+    assert [sorted(n.meta) for n in ours.graph.nodes] == [sorted(n.meta) for n in theirs.graph.nodes]
+    # a torch.fx module goes to torch.fx's function
+    other = torch.fx.symbolic_trace(model)
+    gm_ours.replace_target_nodes_with(other, 'call_function', torch.sigmoid, 'call_function', torch.tanh)
+    assert type(other.graph) is torch.fx.Graph and other.code == theirs.code
 
 
 # ---------------------------------------------------------------------------------------------

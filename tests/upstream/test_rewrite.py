@@ -29,10 +29,10 @@ def test_from_import_split_by_what_fxcpp_has():
 
 
 def test_missing_module_stays_and_submodules_count():
-    out, _ = run("from torch.fx.experimental.proxy_tensor import make_fx\n"
+    out, _ = run("from torch.fx.experimental.symbolic_shapes import ShapeEnv\n"
                  "from torch.fx.experimental.rewriter import RewritingTracer\n"
                  "from torch.fx import subgraph_rewriter\n")
-    assert out == ("from torch.fx.experimental.proxy_tensor import make_fx\n"
+    assert out == ("from torch.fx.experimental.symbolic_shapes import ShapeEnv\n"
                    "from fxcpp.experimental.rewriter import RewritingTracer\n"
                    "from fxcpp import subgraph_rewriter\n")
 
@@ -57,7 +57,7 @@ def test_dotted_chains_in_code_not_strings_or_comments():
            "import torch\n"
            "g = torch.fx.Graph()  # torch.fx.Graph\n"
            "s = 'torch.fx.Graph'\n"
-           "t = torch.fx.experimental.proxy_tensor\n"
+           "t = torch.fx.experimental.symbolic_shapes\n"
            "u = x.torch.fx.Graph\n")
     out, log = run(src)
     assert out.splitlines() == [
@@ -65,10 +65,10 @@ def test_dotted_chains_in_code_not_strings_or_comments():
         "import fxcpp; import torch",
         "g = fxcpp.Graph()  # torch.fx.Graph",
         "s = 'torch.fx.Graph'",
-        "t = torch.fx.experimental.proxy_tensor",
+        "t = torch.fx.experimental.symbolic_shapes",
         "u = x.torch.fx.Graph",
     ]
-    assert "t.py:5: kept on torch.fx: fxcpp lacks fxcpp.experimental.proxy_tensor (torch.fx.experimental.proxy_tensor)" in log
+    assert "t.py:5: kept on torch.fx: fxcpp lacks fxcpp.experimental.symbolic_shapes (torch.fx.experimental.symbolic_shapes)" in log
 
 
 def test_from_torch_import_fx():

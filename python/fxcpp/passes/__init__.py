@@ -15,7 +15,9 @@ returns fxcpp objects where torch.fx returns torch.fx ones:
 * ``utils``: ``matcher_utils`` (SubgraphMatcher, InternalMatch, backed by the C++ matcher),
   ``common`` (lift_subgraph_as_module, HolderModule, compare_graphs), ``fuser_utils``
   (fuse_by_partitions, fuse_as_graphmodule, validate_partition without recursion);
-* ``dialect.common.cse_pass`` (torch.fx's CSEPass returning fxcpp GraphModules).
+* ``dialect.common.cse_pass`` (torch.fx's CSEPass returning fxcpp GraphModules);
+* ``graph_transform_observer`` (torch 2.x: GraphTransformObserver, recording provenance on the
+  nodes of either library).
 
 Where torch.fx's code works on fxcpp objects as it is, the module re-exports it (the same
 function or class); otherwise it subclasses torch.fx's class or adapts its function, or has
