@@ -216,6 +216,10 @@ class Node(*_torch_compat.node_bases(_C.NodeBase)):
             """Replace every use of this node by ``replace_with`` (users for which ``delete_user_cb``
             is true, all when it is None); ``propagate_meta`` first copies this node's meta entries
             onto ``replace_with``, whose meta must be empty."""
+            if delete_user_cb is None and not propagate_meta:
+                changed = self._replace_all_uses_with_plain(replace_with)  # None: hooks, a non-node, ...
+                if changed is not None:
+                    return changed
             if propagate_meta:
                 if len(replace_with.meta) != 0:
                     raise AssertionError('Called node.replace_all_uses_with(replace_with, propagate_meta=True), '
@@ -310,7 +314,8 @@ class Node(*_torch_compat.node_bases(_C.NodeBase)):
                                   delete_user_cb: Callable[['Node'], bool] = lambda user: True) -> List['Node']:
             """Replace every use of this node by ``replace_with`` (users for which ``delete_user_cb`` is true)."""
             if delete_user_cb is _EVERY_USER:
-                return self._replace_all_uses_with(replace_with)
+                changed = self._replace_all_uses_with_plain(replace_with)  # None: a non-node, itself
+                return self._replace_all_uses_with(replace_with) if changed is None else changed
             return self._replace_all_uses_with(replace_with, delete_user_cb)
 
     def __reduce__(self):

@@ -158,6 +158,11 @@ const Helpers& helpers();
 /// unknown name) with the previous registration kept.
 void set_helpers(PyObject* dict);
 
+/// Whether `graph`'s owning module (its `_owning_module`, torch.fx 2.x) has a non-empty hook list
+/// named `attr` (Note [GraphModule node hooks] in graph.py). Errors reading either count as "has
+/// hooks": the Python helper then reads them again and raises what they raise. Two attribute reads.
+bool owner_has_hooks(PyObject* graph, PyObject* attr);
+
 int init_node_type(PyObject* m);
 int init_graph_type(PyObject* m);
 /// Module functions of the Interpreter node loop (interpreter_bindings.cpp).

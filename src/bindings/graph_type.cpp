@@ -225,9 +225,8 @@ PyObject* erase_hooks_key() {
   return key;
 }
 
-// Whether `graph`'s owning module (its `_owning_module`, torch.fx 2.x) has a non-empty hook list
-// named `attr` (Note [GraphModule node hooks] in graph.py). Errors reading either count as "has
-// hooks": the Python helper then reads them again and raises what they raise.
+}  // namespace
+
 bool owner_has_hooks(PyObject* graph, PyObject* attr) {
   static PyObject* owner_key = check(PyUnicode_InternFromString("_owning_module"));
   Ref owner = Ref::steal(PyObject_GetAttr(graph, owner_key));
@@ -248,6 +247,8 @@ bool owner_has_hooks(PyObject* graph, PyObject* attr) {
   if (t < 0) PyErr_Clear();
   return t != 0;
 }
+
+namespace {
 
 PyObject* graph_erase_node(PyObject* self, PyObject* const* fargs, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject* node;

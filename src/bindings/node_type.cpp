@@ -513,6 +513,24 @@ PyObject* node_replace_all_uses_with(PyObject* self, PyObject* args, PyObject* k
   return l.release();
 }
 
+// torch.fx 2.x's Node.replace_all_uses_with in its common case (every user, no propagate_meta,
+// which the Python method checks): rewired in the core when `with` is another live node and the
+// owning module has no replace hooks; None otherwise, and the Python method goes the general way.
+PyObject* node_replace_all_uses_with_plain(PyObject* self, PyObject* with) {
+  static PyObject* replace_hooks_key = check(PyUnicode_InternFromString("_replace_hooks"));
+  Node* n = live_node(self);
+  if (!n) return nullptr;
+  // (an erased `with` goes the general way too, whose argument conversion refuses it)
+  if (with == self || !is_node(with) || !as_pynode(with)->node || as_pynode(with)->node->erased()) Py_RETURN_NONE;
+  PyObject* graph = as_pynode(self)->graph;
+  if (graph && owner_has_hooks(graph, replace_hooks_key)) Py_RETURN_NONE;
+  std::vector<Node*> changed = n->replace_all_uses_with(as_pynode(with)->node);
+  Ref l = owned(PyList_New(static_cast<Py_ssize_t>(changed.size())));
+  for (size_t i = 0; i < changed.size(); ++i)
+    PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i), wrap_node(changed[i]));
+  return l.release();
+}
+
 PyObject* node_replace_input_with(PyObject* self, PyObject* const* fargs, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject* a[2];
   if (!parse_fast("replace_input_with", fargs, nargs, kwnames, {"old_input", "new_input"}, 2, a)) return nullptr;
@@ -603,6 +621,10 @@ PyMethodDef node_methods[] = {
     def<node_replace_all_uses_with>("_replace_all_uses_with", METH_VARARGS | METH_KEYWORDS,
                                     "_replace_all_uses_with($self, replace_with, delete_user_cb=None, /)\n--\n\n"
                                     "Node.replace_all_uses_with without its default (None: every user)."),
+    def<node_replace_all_uses_with_plain>("_replace_all_uses_with_plain", METH_O,
+                                          "_replace_all_uses_with_plain($self, replace_with, /)\n--\n\n"
+                                          "replace_all_uses_with(replace_with) of every user where no hook or "
+                                          "special case applies; None where one does."),
     def<node_replace_input_with>("replace_input_with", METH_FASTCALL | METH_KEYWORDS,
                                  "replace_input_with($self, old_input, new_input)\n--\n\n"
                                  "Replace old_input by new_input in args/kwargs."),

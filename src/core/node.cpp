@@ -169,22 +169,39 @@ void Node::assign_args(std::vector<Argument>&& args) {
   n_args_ = static_cast<uint32_t>(args.size());
 }
 
-// Note [Use lists]: the only place where use lists change.
-void Node::unlink_uses() {
-  for (uint32_t i = 0; i < n_inputs_; ++i) {
-    Use& u = const_cast<Use&>(use_at(i));
-    Node* v = u.value();
-    Use* head = v->users_head_;
-    if (&u == head) {
-      v->users_head_ = u.next;
-      if (u.next) u.next->prev = u.prev;  // new head inherits the tail link
-    } else {
-      u.prev->next = u.next;
-      if (u.next) u.next->prev = u.prev;
-      else head->prev = u.prev;  // u was the tail
-    }
-    v->mark_dirty(NodeBinding::kUsers);
+// Note [Use lists]: use lists change only through these two (set_args_kwargs and
+// Note [In-place rewiring] call them).
+void Node::unlink_use(Use& u) {
+  Node* v = u.value();
+  Use* head = v->users_head_;
+  if (&u == head) {
+    v->users_head_ = u.next;
+    if (u.next) u.next->prev = u.prev;  // new head inherits the tail link
+  } else {
+    u.prev->next = u.next;
+    if (u.next) u.next->prev = u.prev;
+    else head->prev = u.prev;  // u was the tail
   }
+  v->mark_dirty(NodeBinding::kUsers);
+}
+
+void Node::append_use(Use& u, Node* v) {
+  u.next = nullptr;
+  Use* head = v->users_head_;
+  if (!head) {
+    u.prev = &u;
+    v->users_head_ = &u;
+  } else {
+    Use* tail = head->prev;
+    tail->next = &u;
+    u.prev = tail;
+    head->prev = &u;
+  }
+  v->mark_dirty(NodeBinding::kUsers);
+}
+
+void Node::unlink_uses() {
+  for (uint32_t i = 0; i < n_inputs_; ++i) unlink_use(const_cast<Use&>(use_at(i)));
   drop_uses();
 }
 
@@ -247,18 +264,7 @@ void Node::link_uses(const std::vector<Node*>& uniq) {
       u = new (inl + i) Use();
       u->bits_ = reinterpret_cast<uintptr_t>(v) | (i << 1);
     }
-    u->next = nullptr;
-    Use* head = v->users_head_;
-    if (!head) {
-      u->prev = u;
-      v->users_head_ = u;
-    } else {
-      Use* tail = head->prev;
-      tail->next = u;
-      u->prev = tail;
-      head->prev = u;
-    }
-    v->mark_dirty(NodeBinding::kUsers);
+    append_use(*u, v);
   }
 }
 
@@ -359,17 +365,64 @@ void Node::map_args_kwargs(const std::function<Argument(Node*)>& fn) {
   set_args_kwargs(std::move(mapped.first), std::move(mapped.second));
 }
 
+// Note [In-place rewiring]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// replace_all_uses_with(node) is the edit rewriting passes make most. Rebuilding each
+// user's arguments through set_args_kwargs costs two vectors, a kwargs copy and a
+// fresh use block per user; most users read the replaced node only as a top-level
+// positional or keyword argument, though. For such a user that does not already read
+// `with`, the argument slots holding this node are overwritten with `with` and the
+// user's use record for this node is re-pointed at `with`, in place. The user's unique
+// inputs keep their first-appearance order (`with` takes this node's place), and each
+// of the user's records is unlinked and re-appended to its value's users list, so every
+// list ends exactly as set_args_kwargs leaves it (Note [Use lists]: the user moves to
+// the tail of each of its inputs' lists, as in torch.fx). A user that reads this node
+// inside a container, or reads `with` already (its records would merge), or an erased
+// `with` (set_args_kwargs names it in the error) takes the general path.
+bool Node::rewire_in_place(Node* user, Node* with) {
+  if (with->erased_ || with == this) return false;
+  for (uint32_t i = 0; i < user->n_inputs_; ++i)
+    if (user->use_at(i).value() == with) return false;
+  bool nested = false;
+  auto check = [&](const Argument& a) {
+    if (!a.is_node() && a.contains_nodes()) a.for_each_node([&](Node* n) { nested |= n == this; });
+  };
+  for (const Argument& a : user->args()) check(a);
+  for (const auto& kv : user->kwargs()) check(kv.second);
+  if (nested) return false;
+  user->graph()->check_not_busy();
+  Argument* args = const_cast<Argument*>(user->args_data());
+  for (uint32_t k = 0; k < user->n_args_; ++k)
+    if (args[k].is_node() && args[k].as_node() == this) args[k] = Argument::node(with);
+  if (user->cold_)
+    for (auto& kv : user->cold_->kwargs)
+      if (kv.second.is_node() && kv.second.as_node() == this) kv.second = Argument::node(with);
+  for (uint32_t i = 0; i < user->n_inputs_; ++i) {
+    Use& u = const_cast<Use&>(user->use_at(i));
+    unlink_use(u);
+    Node* v = u.value();
+    if (v == this) {
+      u.bits_ = reinterpret_cast<uintptr_t>(with) | (u.bits_ & uintptr_t(7));
+      v = with;
+    }
+    append_use(u, v);
+  }
+  user->mark_dirty(NodeBinding::kArgs | NodeBinding::kKwargs);
+  return true;
+}
+
 std::vector<Node*> Node::replace_all_uses_with(const Argument& with, const std::function<bool(Node*)>& filter) {
   std::vector<Node*> to_process = users_vector();
   std::vector<Node*> changed;
   changed.reserve(to_process.size());
   auto repl = [&](Node* n) -> Argument { return n == this ? with : Argument::node(n); };
+  Node* with_node = with.is_node() ? with.as_node() : nullptr;
   for (Node* u : to_process) {
     if (filter && !filter(u)) continue;
     // The filter may edit the graph (torch.fx lets it): a user it erased is
     // reported but not rewired. (The caller keeps such users alive, see the
     // header.)
-    if (!u->erased()) u->map_args_kwargs(repl);
+    if (!u->erased() && !(with_node && rewire_in_place(u, with_node))) u->map_args_kwargs(repl);
     changed.push_back(u);
   }
   // torch.fx: `assert len(self.users) - len(skipped) == 0`, checked after the edit.

@@ -284,7 +284,9 @@ class Node {
   // ---- rewiring ---------------------------------------------------------------------
   /// Replaces every use of this node by `with` (may be any Argument), in users for
   /// which `filter(user)` is true (all when filter is empty). Returns the users
-  /// that were changed, in users order. O(total size of changed users' args).
+  /// that were changed, in users order. O(total size of changed users' args); a node `with`
+  /// is put in place without rebuilding a user's arguments where it can (Note [In-place
+  /// rewiring] in node.cpp), with the same result.
   /// Like torch.fx, throws AssertionFailure after the edit if users other than
   /// the filtered-out ones remain (`with` is, or contains, this node).
   /// `filter` may edit the graph; if it may erase users, the caller must keep
@@ -368,6 +370,12 @@ class Node {
   void link_uses(const std::vector<Node*>& unique_inputs);
   void unlink_uses();
   void drop_uses();  // frees use storage without unlinking (graph teardown)
+  /// Takes `u` out of its value's users list / appends it at the tail. O(1).
+  static void unlink_use(Use& u);
+  static void append_use(Use& u, Node* value);
+  /// Note [In-place rewiring] (node.cpp): re-points `user`'s reads of this node at `with`
+  /// without rebuilding its arguments; false (nothing changed) where it does not apply.
+  bool rewire_in_place(Node* user, Node* with);
   static size_t uses_offset();
 
   // -- hot: list walk, identity, target, counts (first cache line) --

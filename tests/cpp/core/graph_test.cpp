@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 
 #include "fxcpp/passes/dce.h"
 #include "fxcpp/passes/lint.h"
@@ -179,6 +180,66 @@ TEST(Graph, ReplaceAllUsesWithFilterAndInputs) {
   c->update_kwarg("alpha", N(b));
   EXPECT_EQ(c->all_input_nodes(), (std::vector<Node*>{a, b}));
   EXPECT_THROW(c->update_arg(7, I(1)), std::out_of_range);
+}
+
+// Note [In-place rewiring] (node.cpp): replace_all_uses_with(node) re-points a user's reads
+// in place where it can; the graph must end exactly as rebuilding every user's arguments
+// (set_args_kwargs, the general path) leaves it: arguments, unique inputs, and the order of
+// every users list. Random users mix top-level reads, keyword reads, reads inside lists,
+// users that read the replacement already, and more than the inline two arguments/inputs.
+TEST(Graph, ReplaceAllUsesWithInPlaceMatchesRebuild) {
+  std::mt19937 rng(1234);
+  for (int round = 0; round < 300; ++round) {
+    unsigned seed = rng();
+    auto build = [&](Graph& g) {
+      std::mt19937 r(seed);
+      std::vector<Node*> pool = {g.placeholder("x"), g.placeholder("w"), g.placeholder("p")};
+      int n_users = 1 + static_cast<int>(r() % 6);
+      for (int i = 0; i < n_users; ++i) {
+        std::vector<Argument> args;
+        int n_args = 1 + static_cast<int>(r() % 4);
+        for (int k = 0; k < n_args; ++k) {
+          switch (r() % 5) {
+            case 0: args.push_back(N(pool[0])); break;  // x, top level
+            case 1: args.push_back(N(pool[r() % pool.size()])); break;
+            case 2: args.push_back(Argument::list({N(pool[r() % pool.size()]), I(k)})); break;
+            case 3: args.push_back(I(k)); break;
+            default: args.push_back(N(pool[0])); break;
+          }
+        }
+        KwArgs kw;
+        if (r() % 3 == 0) kw.emplace_back("alpha", N(pool[r() % 2]));
+        pool.push_back(g.call_function(F(kAdd), std::move(args), std::move(kw)));
+      }
+      g.output(N(pool.back()));
+      return pool;
+    };
+    Graph fast, slow;
+    auto fp = build(fast);
+    auto sp = build(slow);
+    Node* x = fp[0];
+    Node* with = fp[1 + seed % (fp.size() - 2)];  // w, p or a user
+    Node* sx = sp[0];
+    Node* swith = sp[1 + seed % (sp.size() - 2)];
+    // (a `with` that reads x is a user too: it ends up reading itself, on both paths)
+    auto changed = x->replace_all_uses_with(with);
+    std::vector<Node*> expect_changed;
+    for (Node* u : sx->users_vector()) {
+      u->map_args_kwargs([&](Node* n) { return n == sx ? N(swith) : N(n); });
+      expect_changed.push_back(u);
+    }
+    ASSERT_EQ(changed.size(), expect_changed.size());
+    for (size_t i = 0; i < changed.size(); ++i) EXPECT_EQ(changed[i]->name(), expect_changed[i]->name());
+    EXPECT_EQ(fast.to_string(), slow.to_string()) << "seed " << seed;
+    for (size_t i = 0; i < fp.size(); ++i) {
+      EXPECT_EQ(user_names(fp[i]), user_names(sp[i])) << "seed " << seed << " node " << fp[i]->name();
+      std::vector<std::string> fin, sin;
+      for (Node* n : fp[i]->all_input_nodes()) fin.emplace_back(n->name());
+      for (Node* n : sp[i]->all_input_nodes()) sin.emplace_back(n->name());
+      EXPECT_EQ(fin, sin) << "seed " << seed;
+    }
+    EXPECT_FALSE(x->has_users());
+  }
 }
 
 TEST(Graph, PrependAppendMove) {
