@@ -216,16 +216,16 @@ class Node(*_torch_compat.node_bases(_C.NodeBase)):
             """Replace every use of this node by ``replace_with`` (users for which ``delete_user_cb``
             is true, all when it is None); ``propagate_meta`` first copies this node's meta entries
             onto ``replace_with``, whose meta must be empty."""
-            if delete_user_cb is None and not propagate_meta:
-                changed = self._replace_all_uses_with_plain(replace_with)  # None: hooks, a non-node, ...
-                if changed is not None:
-                    return changed
             if propagate_meta:
                 if len(replace_with.meta) != 0:
                     raise AssertionError('Called node.replace_all_uses_with(replace_with, propagate_meta=True), '
                                          'but replace_with already has .meta keys')
                 for k, v in self.meta.items():
                     replace_with.meta[k] = v
+            if delete_user_cb is None:
+                changed = self._replace_all_uses_with_plain(replace_with)  # None: hooks, a non-node, ...
+                if changed is not None:
+                    return changed
             m = self.graph._owning_module
             hooks = None if m is None else getattr(m, '_replace_hooks', None)
             if hooks or not isinstance(replace_with, _C.NodeBase) or replace_with is self:

@@ -513,8 +513,8 @@ PyObject* node_replace_all_uses_with(PyObject* self, PyObject* args, PyObject* k
   return l.release();
 }
 
-// torch.fx 2.x's Node.replace_all_uses_with in its common case (every user, no propagate_meta,
-// which the Python method checks): rewired in the core when `with` is another live node and the
+// Node.replace_all_uses_with in its common case (every user; meta already propagated by
+// the Python method): rewired in the core when `with` is another live node and the
 // owning module has no replace hooks; None otherwise, and the Python method goes the general way.
 PyObject* node_replace_all_uses_with_plain(PyObject* self, PyObject* with) {
   static PyObject* replace_hooks_key = check(PyUnicode_InternFromString("_replace_hooks"));

@@ -191,6 +191,63 @@ bool Argument::operator==(const Argument& o) const {
   return false;
 }
 
+int Argument::occurrence(const Node* from) const {
+  if (kind_ == ArgKind::NodeRef) return u_.n == from ? 1 : 0;
+  if (!contains_nodes()) return 0;
+  int found = 0;
+  auto visit = [&](const Argument& c) {
+    int k = c.occurrence(from);
+    if (k < 0) return false;
+    found |= k;
+    return true;
+  };
+  switch (kind_) {
+    case ArgKind::Tuple:
+    case ArgKind::List:
+      for (auto& i : items())
+        if (!visit(i)) return -1;
+      break;
+    case ArgKind::Dict:
+      for (auto& kv : pairs())
+        if (!visit(kv.second)) return -1;
+      break;
+    case ArgKind::Slice:
+      if (!visit(slice_start()) || !visit(slice_stop()) || !visit(slice_step())) return -1;
+      break;
+    default: return 0;
+  }
+  if (found && u_.p->refs != 1) return -1;
+  return found;
+}
+
+bool Argument::can_replace_node_in_place(const Node* from) const { return occurrence(from) >= 0; }
+
+void Argument::replace_node_in_place(const Node* from, Node* to) {
+  switch (kind_) {
+    case ArgKind::NodeRef:
+      if (u_.n == from) u_.n = to;
+      return;
+    case ArgKind::Tuple:
+    case ArgKind::List:
+      if (!contains_nodes()) return;
+      for (auto& i : static_cast<SeqPayload*>(u_.p)->items) i.replace_node_in_place(from, to);
+      return;
+    case ArgKind::Dict:
+      if (!contains_nodes()) return;
+      for (auto& kv : static_cast<DictPayload*>(u_.p)->items) kv.second.replace_node_in_place(from, to);
+      return;
+    case ArgKind::Slice: {
+      if (!contains_nodes()) return;
+      auto* sp = static_cast<SlicePayload*>(u_.p);
+      sp->start.replace_node_in_place(from, to);
+      sp->stop.replace_node_in_place(from, to);
+      sp->step.replace_node_in_place(from, to);
+      return;
+    }
+    default: return;
+  }
+}
+
 Argument Argument::map_nodes(const std::function<Argument(Node*)>& fn) const {
   if (!contains_nodes()) return *this;
   switch (kind_) {

@@ -368,39 +368,36 @@ void Node::map_args_kwargs(const std::function<Argument(Node*)>& fn) {
 // Note [In-place rewiring]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
 // replace_all_uses_with(node) is the edit rewriting passes make most. Rebuilding each
-// user's arguments through set_args_kwargs costs two vectors, a kwargs copy and a
-// fresh use block per user; most users read the replaced node only as a top-level
-// positional or keyword argument, though. For such a user that does not already read
-// `with`, the argument slots holding this node are overwritten with `with` and the
-// user's use record for this node is re-pointed at `with`, in place. The user's unique
-// inputs keep their first-appearance order (`with` takes this node's place), and each
-// of the user's records is unlinked and re-appended to its value's users list, so every
-// list ends exactly as set_args_kwargs leaves it (Note [Use lists]: the user moves to
-// the tail of each of its inputs' lists, as in torch.fx). A user that reads this node
-// inside a container, or reads `with` already (its records would merge), or an erased
-// `with` (set_args_kwargs names it in the error) takes the general path.
+// user's arguments through set_args_kwargs costs two vectors, a kwargs copy, a copy of
+// every container holding the node and a fresh use block per user; for the output node
+// of a wide graph that is the whole result tuple per replaced node (quadratic). Where a
+// user does not already read `with` (its records would merge) and every container on a
+// path to this node in its args/kwargs is its own (unshared:
+// Argument::can_replace_node_in_place), the references are re-pointed at `with` in place
+// and so is the user's use record for this node. The user's unique inputs keep their
+// first-appearance order (`with` takes this node's place), and each of the user's records
+// that is not already the tail of its value's users list is unlinked and re-appended, so
+// every list ends exactly as set_args_kwargs leaves it (Note [Use lists]: the user moves
+// to the tail of each of its inputs' lists, as in torch.fx). Other users, and an erased
+// `with` (set_args_kwargs names it in the error), take the general path.
 bool Node::rewire_in_place(Node* user, Node* with) {
   if (with->erased_ || with == this) return false;
   for (uint32_t i = 0; i < user->n_inputs_; ++i)
     if (user->use_at(i).value() == with) return false;
-  bool nested = false;
-  auto check = [&](const Argument& a) {
-    if (!a.is_node() && a.contains_nodes()) a.for_each_node([&](Node* n) { nested |= n == this; });
-  };
-  for (const Argument& a : user->args()) check(a);
-  for (const auto& kv : user->kwargs()) check(kv.second);
-  if (nested) return false;
+  for (const Argument& a : user->args())
+    if (!a.can_replace_node_in_place(this)) return false;
+  for (const auto& kv : user->kwargs())
+    if (!kv.second.can_replace_node_in_place(this)) return false;
   user->graph()->check_not_busy();
   Argument* args = const_cast<Argument*>(user->args_data());
-  for (uint32_t k = 0; k < user->n_args_; ++k)
-    if (args[k].is_node() && args[k].as_node() == this) args[k] = Argument::node(with);
+  for (uint32_t k = 0; k < user->n_args_; ++k) args[k].replace_node_in_place(this, with);
   if (user->cold_)
-    for (auto& kv : user->cold_->kwargs)
-      if (kv.second.is_node() && kv.second.as_node() == this) kv.second = Argument::node(with);
+    for (auto& kv : user->cold_->kwargs) kv.second.replace_node_in_place(this, with);
   for (uint32_t i = 0; i < user->n_inputs_; ++i) {
     Use& u = const_cast<Use&>(user->use_at(i));
-    unlink_use(u);
     Node* v = u.value();
+    if (v != this && u.next == nullptr) continue;  // already the tail: re-appending changes nothing
+    unlink_use(u);
     if (v == this) {
       u.bits_ = reinterpret_cast<uintptr_t>(with) | (u.bits_ & uintptr_t(7));
       v = with;

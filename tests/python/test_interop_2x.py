@@ -135,3 +135,31 @@ def test_make_fx_on_fxcpp_graph_module():
     torch.testing.assert_close(got(x), ref(x))
     assert [n.target for n in got.graph.nodes if n.op == 'call_function'] == \
         [n.target for n in ref.graph.nodes if n.op == 'call_function']
+
+
+@pytest.mark.skipif(not hasattr(torch.fx.Graph, 'materialize_symints'), reason="torch.fx 2.14's symbolic-size helpers")
+def test_symbolic_size_helpers_on_fxcpp_graphs():
+    # torch.fx 2.14's backward-compatible Graph.create_size_node / create_stride_node /
+    # create_storage_offset_node / materialize_symints are inherited by fxcpp's Graph: on a graph
+    # from make_fx (symbolic shapes) they emit the same nodes, names, code and meta as on torch.fx's
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from fxcpp.experimental.proxy_tensor import make_fx as fx_make_fx
+
+    def f(x, y):
+        return (x.t() @ y).relu()
+    args = (torch.randn(3, 4), torch.randn(3, 5))
+    theirs = make_fx(f, tracing_mode='symbolic')(*args)
+    ours = fx_make_fx(f, tracing_mode='symbolic')(*args)
+    assert isinstance(ours.graph, fxcpp.Graph)
+    seen = []
+    for gm in (theirs, ours):
+        g = gm.graph
+        x = next(iter(g.nodes))
+        with g.inserting_before(g.output_node()):
+            made = [g.create_size_node(x, 1), g.create_stride_node(x, 0), g.create_storage_offset_node(x)]
+            v = x.meta['val']
+            made += g.materialize_symints([v.size(0) * v.size(1), 7])
+        gm.recompile()
+        seen.append(([m if isinstance(m, int) else (m.name, str(m.meta.get('val'))) for m in made], gm.code))
+    assert seen[0] == seen[1]
+    assert 'sym_size' in seen[1][1] and seen[1][0][-1] == 7

@@ -116,12 +116,22 @@ class Argument {
   }
   /// True if any Node reference is reachable.
   bool contains_nodes() const;
+  /// Whether replace_node_in_place(from, ...) may run: every container on a path to a
+  /// reference to `from` is owned by this tree alone (no other Argument shares it), so
+  /// editing it changes no other value. True when `from` does not occur. O(size).
+  bool can_replace_node_in_place(const Node* from) const;
+  /// Points every reference to `from` at `to`, editing this tree's containers in place
+  /// (Note [In-place rewiring] in node.cpp). Precondition: can_replace_node_in_place(from).
+  /// O(size); allocates nothing.
+  void replace_node_in_place(const Node* from, Node* to);
   /// torch.fx map_arg: rebuilds the tree replacing each Node reference by fn(node).
   /// Subtrees without Node references are shared, not copied.
   Argument map_nodes(const std::function<Argument(Node*)>& fn) const;
 
  private:
   bool is_heap() const { return kind_ >= ArgKind::String && kind_ != ArgKind::NodeRef; }
+  /// 0: `from` does not occur; 1: it does, under unshared containers only; -1: under a shared one.
+  int occurrence(const Node* from) const;
   ArgKind kind_;
   union U {
     bool b;
