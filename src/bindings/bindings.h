@@ -45,10 +45,12 @@ struct PyNodeAux {
   PyObject* users_cache;
 };
 
-/// 96 bytes with the GC header: the fields read on every iteration step
+/// 104 bytes with the GC header: the fields read on every iteration step
 /// inline, rarer caches in `aux`.
 struct PyNode {
   PyObject_HEAD
+  PyObject* op;        // the opcode string (borrowed: g_op_strings, never freed); a member
+                       // descriptor, so `node.op` is a specialized slot load
   Node* node;          // null once detached (graph destroyed)
   PyObject* graph;     // owning Python Graph (strong)
   PyObject* dict;

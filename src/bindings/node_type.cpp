@@ -74,6 +74,7 @@ PyObject* wrap_node(Node* n) {
   PyObject* w = cls->tp_alloc(cls, 0);
   if (!w) throw PythonError();
   PyNode* p = as_pynode(w);
+  p->op = g_op_strings[static_cast<int>(n->op())];  // borrowed (see PyNode::op)
   p->node = n;
   Py_INCREF(g);
   p->graph = g;
@@ -148,11 +149,6 @@ PyObject* node_new(PyTypeObject*, PyObject*, PyObject*) {
 }
 
 // ------------------------------------------------------------------ getters
-
-PyObject* get_op(PyObject* self, void*) {
-  Node* n = live_node(self);
-  return n ? op_string(n->op()) : nullptr;
-}
 
 PyObject* get_name(PyObject* self, void*) {
   PyNode* p = as_pynode(self);
@@ -401,7 +397,6 @@ PyObject* get_erased(PyObject* self, void*) {
 }
 
 PyGetSetDef node_getset[] = {
-    {"op", guard<get_op>, nullptr, "opcode", nullptr},
     {"name", guard<get_name>, guard<set_name>, "unique value name", nullptr},
     {"target", guard<get_target>, guard<set_target>, "call target", nullptr},
     {"args", guard<get_args>, guard<set_args>, "positional arguments (assigning rewires users)", nullptr},
@@ -423,6 +418,9 @@ PyGetSetDef node_getset[] = {
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyMemberDef node_members[] = {
+    // A member, not a getset: CPython specializes member loads (LOAD_ATTR_SLOT), and `op` is
+    // read in every pass's loop. A node's opcode never changes.
+    {"op", T_OBJECT_EX, offsetof(PyNode, op), READONLY, "opcode"},
     {"__dictoffset__", T_PYSSIZET, offsetof(PyNode, dict), READONLY, nullptr},
     {"__weaklistoffset__", T_PYSSIZET, offsetof(PyNode, weakrefs), READONLY, nullptr},
     {nullptr, 0, 0, 0, nullptr}};
