@@ -25,9 +25,10 @@ fxcpp.passes.infra.partitioner's CapabilityBasedPartitioner (proposal in the C++
 ``fuse_by_partitions`` building fxcpp GraphModules, its cycle check in C++) against torch.fx's on the
 torch.fx conversion; both sides' proposals are checked equal. Each fuse run gets a freshly built
 module and the proposed partitions (untimed). torch.fx's proposal is quadratic in time and memory on a
-chain (ancestor sets: about 3 GB at 1e4), and both sides' fuse is quadratic on the wide graph (each
-fused block's output is rewritten in the output tuple), so torch.fx's runs predicted to take over a
-minute (the chain at 1e5, fuse at 1e5) are skipped.
+chain (ancestor sets: about 3 GB at 1e4), and torch.fx's fuse is quadratic on the wide graph (each
+fused block's output is rewritten in the output tuple, rebuilt per block; fxcpp re-points it in place,
+Note [In-place rewiring], leaving a scan of the tuple per block), so torch.fx's runs predicted to take
+over a minute (the chain at 1e5, fuse at 1e5) are skipped.
 
 fxcpp side: ``fxcpp.passes.split_module.split_module`` (or, where absent, torch.fx's
 ``split_module`` on the fxcpp module plus ``fxcpp.from_torch_fx``);
@@ -304,8 +305,8 @@ def bench_partition(sizes, repeat, quick, limit_s=REF_LIMIT_S):
             def fresh_fx():
                 m = build(n)
                 return m, _named_partitions(m, groups)
-            # fuse at 1e5: ~16 s a run on the wide graph (every fused block's output is rewritten
-            # in the 1e4-element output tuple: quadratic, as in torch.fx)
+            # fuse at 1e5 on the wide graph: every fused block's output is re-pointed in the
+            # 1e4-element output tuple (a scan per block; torch.fx rebuilds the tuple per block)
             try:
                 ours['fuse'] = best_of(fresh_fx, lambda a: FxPartitioner(a[0], support()).fuse_partitions(a[1]),
                                        repeat if n <= 10000 else 2)
