@@ -96,6 +96,8 @@ inline PyObject* obj_ptr(const Object& o) { return static_cast<PyObject*>(o.get(
 
 /// The wrapper of `n` (new reference), creating it on first use.
 PyObject* wrap_node(Node* n);
+/// A new list of the wrappers of `nodes`, in order.
+PyObject* wrap_nodes(const std::vector<Node*>& nodes);
 /// The Graph python object owning `g`.
 PyObject* graph_pyobject(Graph* g);
 inline bool is_node(PyObject* o) { return PyObject_TypeCheck(o, NodeBaseType); }

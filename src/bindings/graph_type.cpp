@@ -676,9 +676,7 @@ PyObject* graph_find_nodes(PyObject* self, PyObject* args, PyObject* kw) {
   } else {
     found = graph_of(self)->find_nodes(*op);
   }
-  Ref l = owned(PyList_New(static_cast<Py_ssize_t>(found.size())));
-  for (size_t i = 0; i < found.size(); ++i) PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i), wrap_node(found[i]));
-  return l.release();
+  return wrap_nodes(found);
 }
 
 // ------------------------------------------------------------------ pickling

@@ -84,6 +84,12 @@ PyObject* wrap_node(Node* n) {
   return w;
 }
 
+PyObject* wrap_nodes(const std::vector<Node*>& nodes) {
+  Ref l = owned(PyList_New(static_cast<Py_ssize_t>(nodes.size())));
+  for (size_t i = 0; i < nodes.size(); ++i) PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i), wrap_node(nodes[i]));
+  return l.release();
+}
+
 namespace {
 
 // ------------------------------------------------------------------ lifecycle
@@ -322,10 +328,7 @@ PyObject* get_input_nodes_dict(PyObject* self, void*) {
 PyObject* get_all_input_nodes(PyObject* self, void*) {
   Node* n = live_node(self);
   if (!n) return nullptr;
-  auto ins = n->all_input_nodes();
-  Ref l = owned(PyList_New(static_cast<Py_ssize_t>(ins.size())));
-  for (size_t i = 0; i < ins.size(); ++i) PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i), wrap_node(ins[i]));
-  return l.release();
+  return wrap_nodes(n->all_input_nodes());
 }
 
 PyObject* get_next(PyObject* self, void*) {
@@ -504,11 +507,7 @@ PyObject* node_replace_all_uses_with(PyObject* self, PyObject* args, PyObject* k
       return check(PyObject_IsTrue(r.get())) == 1;
     };
   }
-  std::vector<Node*> changed = n->replace_all_uses_with(w, filter);
-  Ref l = owned(PyList_New(static_cast<Py_ssize_t>(changed.size())));
-  for (size_t i = 0; i < changed.size(); ++i)
-    PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i), wrap_node(changed[i]));
-  return l.release();
+  return wrap_nodes(n->replace_all_uses_with(w, filter));
 }
 
 // Node.replace_all_uses_with in its common case (every user; meta already propagated by
@@ -522,11 +521,7 @@ PyObject* node_replace_all_uses_with_plain(PyObject* self, PyObject* with) {
   if (with == self || !is_node(with) || !as_pynode(with)->node || as_pynode(with)->node->erased()) Py_RETURN_NONE;
   PyObject* graph = as_pynode(self)->graph;
   if (graph && owner_has_hooks(graph, replace_hooks_key)) Py_RETURN_NONE;
-  std::vector<Node*> changed = n->replace_all_uses_with(as_pynode(with)->node);
-  Ref l = owned(PyList_New(static_cast<Py_ssize_t>(changed.size())));
-  for (size_t i = 0; i < changed.size(); ++i)
-    PyList_SET_ITEM(l.get(), static_cast<Py_ssize_t>(i), wrap_node(changed[i]));
-  return l.release();
+  return wrap_nodes(n->replace_all_uses_with(as_pynode(with)->node));
 }
 
 PyObject* node_replace_input_with(PyObject* self, PyObject* const* fargs, Py_ssize_t nargs, PyObject* kwnames) {

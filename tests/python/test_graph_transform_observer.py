@@ -1,6 +1,7 @@
 """fxcpp.passes.graph_transform_observer against torch.fx's (torch 2.x): the same pass, observed on
 each library's module, records the same created/erased nodes, the same ``from_node`` provenance and
 writes the same DOT files."""
+import contextlib
 import copy
 import os
 
@@ -56,13 +57,10 @@ def _observe(lib, observer, tmp_path, log):
 
 @pytest.mark.parametrize('log', [True, False])
 def test_same_records_as_torch_fx(tmp_path, log):
+    from torch._inductor import config
     (tlib, theirs), (olib, ours) = _observers()
-    if not log:
-        # without a log_url the observer is active only for Inductor's provenance tracking
-        from torch._inductor import config
-        with config.patch({'trace.provenance_tracking_level': 1}):
-            a, b = _observe(tlib, theirs, tmp_path, log), _observe(olib, ours, tmp_path, log)
-    else:
+    # without a log_url the observer is active only for Inductor's provenance tracking
+    with contextlib.nullcontext() if log else config.patch({'trace.provenance_tracking_level': 1}):
         a, b = _observe(tlib, theirs, tmp_path, log), _observe(olib, ours, tmp_path, log)
     assert a == b
     created, erased, prov, _, files, copies, _ = b

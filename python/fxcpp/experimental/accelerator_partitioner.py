@@ -17,12 +17,12 @@ import torch.fx.passes.graph_manipulation as _torch_graph_manipulation
 import torch.fx.passes.split_module as _torch_split_module
 
 from . import _rebound, partitioner_utils
+from .._reexport import public_names
+from ..passes.graph_manipulation import get_size_of_all_nodes as _get_size_of_all_nodes
+from ..passes.split_module import split_module as _split_module
 
-__all__ = [n for n, v in vars(_torch_accelerator_partitioner).items()
-           if not n.startswith('_') and getattr(v, '__module__', None) == _torch_accelerator_partitioner.__name__]
+__all__ = public_names(_torch_accelerator_partitioner)
 
-from ..passes.graph_manipulation import get_size_of_all_nodes as _get_size_of_all_nodes  # noqa: E402
-from ..passes.split_module import split_module as _split_module  # noqa: E402
 
 # (also on 1.13, where torch.fx's map_arg sees fxcpp nodes: the split module is fxcpp's there too)
 _replace = {id(_torch_split_module.split_module): _split_module,

@@ -13,11 +13,11 @@ import torch.fx
 import torch.fx.experimental.partitioner_utils as _torch_partitioner_utils
 
 from . import _rebound
+from .._reexport import public_names
 
 _VALUE_TYPES = ('Device', 'NodeLatency', 'PartitionLatency', 'PartitionMode', 'PartitionerConfig')
 
-__all__ = [n for n, v in vars(_torch_partitioner_utils).items()
-           if not n.startswith('_') and getattr(v, '__module__', None) == _torch_partitioner_utils.__name__]
+__all__ = public_names(_torch_partitioner_utils)
 
 if _rebound.NEEDED:
     _impl = _rebound.instance(_torch_partitioner_utils.__name__, __name__,
