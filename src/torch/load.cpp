@@ -19,7 +19,9 @@
 // * JSON nesting is limited, node references must name earlier nodes.
 // * Every tensor's extent must fit its storage record (overflow-checked
 //   arithmetic), and independently of its strides it may hold at most
-//   kMaxTensorBytes (a stride of 0 lets 4 bytes back 2^62 elements).
+//   kMaxTensorBytes (a stride of 0 lets 4 bytes back 2^62 elements); its
+//   storage offset lies inside the record even when it has no element
+//   (check_tensor_extent in storages.h, shared with the .pt2 reader).
 // Each failure is a FormatError that says what is wrong.
 #include <ATen/core/Tensor.h>
 #include <c10/core/TensorImpl.h>
@@ -225,12 +227,7 @@ class Decoder {
 
 // ---- tensors --------------------------------------------------------------------------
 
-// No tensor of a file may have more bytes than this (256 TiB), whatever its
-// strides (Note [Loading untrusted files]).
-constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 48;
 
-bool mul_ok(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
-bool add_ok(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_add_overflow(a, b, out); }
 
 std::vector<NamedTensor> read_tensors(const Json& doc, Archive& archive, bool map) {
   const Json& storages = field(doc, "storages", "graph.json");
@@ -271,35 +268,18 @@ std::vector<NamedTensor> read_tensors(const Json& doc, Archive& archive, bool ma
     std::vector<int64_t> sizes = ints_field(t, "sizes", w), strides = ints_field(t, "strides", w);
     if (sizes.size() != strides.size()) bad(w + ": sizes and strides differ in length");
     if (offset < 0) bad(w + ": negative storage offset");
-
-    // Extent check: the highest element addressed must lie inside the storage.
     StorageInfo& si = infos[static_cast<size_t>(sidx)];
-    uint64_t itemsize = c10::elementSize(dtype), last = static_cast<uint64_t>(offset);
-    bool empty = false;
-    for (size_t d = 0; d < sizes.size(); ++d) {
-      if (sizes[d] < 0 || strides[d] < 0) bad(w + ": negative size or stride");
-      if (sizes[d] == 0) empty = true;
-    }
-    if (!empty) {
-      for (size_t d = 0; d < sizes.size(); ++d) {
-        uint64_t step;
-        if (!mul_ok(static_cast<uint64_t>(sizes[d] - 1), static_cast<uint64_t>(strides[d]), &step) ||
-            !add_ok(last, step, &last))
-          bad(w + ": tensor extent overflows");
-      }
-      uint64_t end;
-      if (!add_ok(last, 1, &end) || !mul_ok(end, itemsize, &end) || end > si.nbytes)
+    switch (check_tensor_extent(sizes, strides, offset, c10::elementSize(dtype), si.nbytes)) {
+      case Extent::Ok: break;
+      case Extent::NegativeSizeOrStride: bad(w + ": negative size or stride");
+      case Extent::Overflows: bad(w + ": tensor extent overflows");
+      case Extent::PastStorage:
         bad(w + ": tensor extends past its storage (" + std::to_string(si.nbytes) + " bytes)");
-      // The extent bounds the storage read, not the element count: a stride
-      // of 0 lets 4 bytes back any number of elements, which every kernel
-      // would then loop over (or allocate for). Bounded independently.
-      uint64_t numel = 1, bytes = 0;
-      bool numel_over = false;
-      for (int64_t s : sizes) numel_over = numel_over || !mul_ok(numel, static_cast<uint64_t>(s), &numel);
-      if (numel_over || !mul_ok(numel, itemsize, &bytes) || bytes > kMaxTensorBytes)
-        bad(w + ": " + (numel_over ? std::string("over 2^64") : std::to_string(numel)) + " elements of " +
-            std::to_string(itemsize) + " bytes, more than the " + std::to_string(kMaxTensorBytes) +
-            " bytes a tensor may have");
+      case Extent::OffsetPastStorage:
+        bad(w + ": storage offset " + std::to_string(offset) + " lies past its storage (" + std::to_string(si.nbytes) +
+            " bytes)");
+      case Extent::TooManyBytes:
+        bad(w + ": its elements take more than the " + std::to_string(kMaxTensorBytes) + " bytes a tensor may have");
     }
     if (!si.storage) {
       const zip::Entry& e = archive.entry(si.record, si.nbytes);

@@ -235,6 +235,220 @@ void guard_batch_norm(const std::vector<c10::IValue>& s) {
       batch_norm_fail(names[i], "is None, but evaluation (training=False) reads it", channels);
 }
 
+// ---- windows: kernel sizes, strides, paddings, dilations ------------------------------
+// Kernels compute output extents from these in int64 without overflow checks
+// and some then loop in int32 (col2im with padding 2^31 passes its own size
+// check and writes out of bounds; max_pool1d with kernel_size 2^62 + 2 loops
+// for ever). A window no tensor could need is refused: every value within
+// [lo, 2^31), and the dilated kernel and padded size too.
+constexpr int64_t kMaxWindow = int64_t(1) << 31;
+
+[[noreturn]] void window_fail(const char* op, const char* arg, const std::string& why) {
+  throw Error(std::string(op) + ": argument '" + arg + "' " + why + " (Note [Argument guards])");
+}
+
+// The ints of window argument `v` (an int or int list), each in [lo, kMaxWindow);
+// `allow_empty`: an empty list (stride=[], meaning kernel_size) is accepted.
+std::vector<int64_t> window_ints(const char* op, const char* arg, const c10::IValue& v, int64_t lo, size_t rank,
+                                 bool allow_empty = false) {
+  std::vector<int64_t> out;
+  if (v.isInt()) {
+    out.assign(rank, v.toInt());
+  } else if (!int_list(v, &out)) {
+    window_fail(op, arg, "is not a list of ints");
+  }
+  if (out.empty() && allow_empty) return out;
+  if (out.size() != rank && out.size() != 1)
+    window_fail(op, arg, "has " + std::to_string(out.size()) + " values, expected " + std::to_string(rank));
+  for (int64_t x : out)
+    if (x < lo || x >= kMaxWindow)
+      window_fail(op, arg, "is " + std::to_string(x) + ", outside [" + std::to_string(lo) + ", 2^31)");
+  return out;
+}
+
+// (kernel - 1) * dilation + 1 and size + 2 * padding, each below 2^31 (the values
+// are below 2^31 already, so int64 holds the products).
+void check_window_extent(const char* op, int64_t kernel, int64_t dilation, int64_t padding, int64_t size) {
+  if ((kernel - 1) * dilation + 1 >= kMaxWindow)
+    window_fail(op, "dilation", "times kernel_size reaches 2^31 (" + std::to_string(kernel) + " x " +
+                                    std::to_string(dilation) + ")");
+  if (size + 2 * padding >= kMaxWindow)
+    window_fail(op, "padding", "makes the padded size reach 2^31 (" + std::to_string(size) + " + 2 x " +
+                                   std::to_string(padding) + ")");
+}
+
+// col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride)
+void guard_col2im(const std::vector<c10::IValue>& s) {
+  if (s.size() < 6) return;
+  const char* op = "col2im";
+  auto out = window_ints(op, "output_size", s[1], 0, 2), kernel = window_ints(op, "kernel_size", s[2], 1, 2),
+       dil = window_ints(op, "dilation", s[3], 1, 2), pad = window_ints(op, "padding", s[4], 0, 2);
+  window_ints(op, "stride", s[5], 1, 2);
+  for (size_t d = 0; d < 2; ++d)
+    check_window_extent(op, kernel[d % kernel.size()], dil[d % dil.size()], pad[d % pad.size()], out[d % out.size()]);
+}
+
+// max_pool1d[_with_indices](Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=[0],
+// int[1] dilation=[1], bool ceil_mode=False)
+void guard_max_pool1d(const std::vector<c10::IValue>& s) {
+  if (s.size() < 5 || !s[0].isTensor()) return;
+  const char* op = "max_pool1d";
+  const at::Tensor& self = s[0].toTensor();
+  auto kernel = window_ints(op, "kernel_size", s[1], 1, 1), pad = window_ints(op, "padding", s[3], 0, 1),
+       dil = window_ints(op, "dilation", s[4], 1, 1);
+  window_ints(op, "stride", s[2], 1, 1, /*allow_empty=*/true);
+  const int64_t length = self.dim() > 0 ? self.size(-1) : 0;
+  check_window_extent(op, kernel[0], dil[0], pad[0], std::min<int64_t>(length, kMaxWindow));
+}
+
+// ---- group norm -----------------------------------------------------------------------
+// native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group,
+// float eps) reads input as N x C x HxW elements: its own check compares N * C * HxW with input.numel() after
+// the product wrapped (HxW = 2 + 2^62 passes with 8 elements), and N = 0 with a non-empty input returns
+// uninitialised memory. The guard wants N, C, HxW >= 0, group >= 1 dividing C, the product (overflow-checked)
+// equal to input's elements, the input contiguous, and weight and bias, when given, contiguous C-vectors.
+void guard_native_group_norm(const std::vector<c10::IValue>& s) {
+  if (s.size() < 7 || !s[0].isTensor() || !s[3].isInt() || !s[4].isInt() || !s[5].isInt() || !s[6].isInt()) return;
+  const at::Tensor& input = s[0].toTensor();
+  if (!input.defined()) return;
+  const int64_t n = s[3].toInt(), c = s[4].toInt(), hxw = s[5].toInt(), group = s[6].toInt();
+  auto fail = [&](const std::string& why) {
+    throw Error("native_group_norm: " + why + " (N = " + std::to_string(n) + ", C = " + std::to_string(c) +
+                ", HxW = " + std::to_string(hxw) + ", group = " + std::to_string(group) + ", input of shape " +
+                shape_of(input) + "; Note [Argument guards])");
+  };
+  if (n < 0 || c < 0 || hxw < 0) fail("N, C and HxW must not be negative");
+  if (group < 1 || (c % group) != 0) fail("group must be positive and divide C");
+  int64_t nc = 0, total = 0;
+  if (__builtin_mul_overflow(n, c, &nc) || __builtin_mul_overflow(nc, hxw, &total) || total != input.numel())
+    fail("N x C x HxW must equal the input's number of elements");
+  if (!input.is_contiguous()) fail("the input must be contiguous");
+  const char* names[] = {"weight", "bias"};
+  for (int i = 0; i < 2; ++i) {
+    const c10::IValue& v = s[1 + i];
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    const at::Tensor& t = v.toTensor();
+    if (t.numel() != c || !t.is_contiguous())
+      fail(std::string("argument '") + names[i] + "' of shape " + shape_of(t) +
+           " must be a contiguous tensor of C elements");
+  }
+}
+
+// ---- recurrent layers -----------------------------------------------------------------
+// lstm, gru, rnn_tanh and rnn_relu (.input and .data) trust the shapes of their initial states and weights:
+// a state of the wrong batch or hidden size, a one-element or empty weight, empty or strided batch_sizes
+// corrupt the heap or read out of bounds. The guard checks every shape the stacked layers imply, from the
+// first layer's input-hidden weight (gates x hidden, features): for each layer and direction w_ih
+// [G*H, in], w_hh [G*H, P], b_ih and b_hh [G*H], w_hr [P, H] (LSTM projections); the states [L*D, B, P]
+// (and the LSTM cell [L*D, B, H]); packed data [sum(batch_sizes), features] with batch_sizes a contiguous
+// 1-D int64 CPU tensor, positive and non-increasing.
+std::string list_shapes(const std::vector<at::Tensor>& ts) {
+  std::string out;
+  for (const at::Tensor& t : ts) out += (out.empty() ? "" : ", ") + (t.defined() ? shape_of(t) : "None");
+  return "[" + out + "]";
+}
+
+template <int64_t kGates, bool kData>
+void guard_rnn(const std::vector<c10::IValue>& s) {
+  const char* op = kGates == 4 ? "lstm" : kGates == 3 ? "gru" : "rnn";
+  const size_t base = kData ? 1 : 0;  // .data has batch_sizes after its data
+  if (s.size() < base + 8 || !s[0].isTensor()) return;
+  auto fail = [&](const std::string& why) {
+    throw Error(std::string(op) + ": " + why + " (Note [Argument guards])");
+  };
+  const at::Tensor& input = s[0].toTensor();
+  std::vector<at::Tensor> hx, params;
+  const c10::IValue& hv = s[base + 1];
+  if (hv.isTensor()) hx.push_back(hv.toTensor());
+  else if (hv.isTensorList()) for (const at::Tensor& t : hv.toTensorList().vec()) hx.push_back(t);
+  else fail("hx is not a tensor or a list of tensors");
+  if (!s[base + 2].isTensorList()) fail("params is not a list of tensors");
+  for (const at::Tensor& t : s[base + 2].toTensorList().vec()) params.push_back(t);
+  if (!s[base + 3].isBool() || !s[base + 4].isInt() || !s[base + 7].isBool()) return;  // the schema binding refuses
+  const bool biases = s[base + 3].toBool(), bidirectional = s[base + 7].toBool();
+  const int64_t layers = s[base + 4].toInt(), dirs = bidirectional ? 2 : 1;
+  if (layers < 1) fail("num_layers is " + std::to_string(layers) + ", it must be at least 1");
+  if (!input.defined()) fail("the input is None");
+  const auto dtype = input.scalar_type();
+  int64_t batch = 0, features = 0;
+  if constexpr (kData) {
+    if (input.dim() != 2) fail("packed data must have 2 dimensions, not shape " + shape_of(input));
+    features = input.size(1);
+    if (!s[1].isTensor()) fail("batch_sizes is not a tensor");
+    const at::Tensor& bs = s[1].toTensor();
+    if (!bs.defined() || bs.dim() != 1 || bs.scalar_type() != c10::kLong || !bs.is_cpu() ||
+        !bs.is_contiguous() || bs.numel() < 1)
+      fail("batch_sizes must be a non-empty contiguous 1-D int64 CPU tensor");
+    const int64_t* b = bs.const_data_ptr<int64_t>();
+    int64_t total = 0;
+    for (int64_t i = 0; i < bs.numel(); ++i) {
+      if (b[i] < 1 || (i > 0 && b[i] > b[i - 1]))
+        fail("batch_sizes must be positive and non-increasing (entry " + std::to_string(i) + " is " +
+             std::to_string(b[i]) + ")");
+      if (__builtin_add_overflow(total, b[i], &total)) fail("batch_sizes overflow");
+    }
+    if (total != input.size(0))
+      fail("batch_sizes add up to " + std::to_string(total) + ", but the data has " + std::to_string(input.size(0)) +
+           " rows");
+    batch = b[0];
+  } else {
+    if (input.dim() != 3) fail("the input must have 3 dimensions, not shape " + shape_of(input));
+    if (!s[base + 8].isBool()) return;
+    batch = s[base + 8].toBool() ? input.size(0) : input.size(1);
+    features = input.size(2);
+  }
+  const int64_t per = biases ? 4 : 2;
+  const size_t plain = static_cast<size_t>(layers * dirs * per);
+  if (layers > (int64_t(1) << 20)) fail("num_layers is " + std::to_string(layers));
+  const bool proj = kGates == 4 && params.size() == static_cast<size_t>(layers * dirs * (per + 1));
+  if (params.size() != plain && !proj)
+    fail("params has " + std::to_string(params.size()) + " tensors; " + std::to_string(layers) + " layer(s), " +
+         std::to_string(dirs) + " direction(s) and has_biases=" + (biases ? "True" : "False") + " need " +
+         std::to_string(plain));
+  const int64_t stride = proj ? per + 1 : per;
+  for (const at::Tensor& t : params)
+    if (!t.defined() || t.scalar_type() != dtype || t.device() != input.device() ||
+        t.layout() != c10::Layout::Strided)
+      fail("every weight must be a dense tensor of the input's dtype and device");
+  const at::Tensor& w0 = params[0];
+  if (w0.dim() != 2 || w0.size(0) < kGates || w0.size(0) % kGates != 0)
+    fail("the first weight has shape " + shape_of(w0) + "; it must be [" + std::to_string(kGates) +
+         " x hidden_size, input_size]");
+  const int64_t hidden = w0.size(0) / kGates;
+  const int64_t out = proj ? params[static_cast<size_t>(per)].size(0) : hidden;
+  auto expect = [&](const at::Tensor& t, std::vector<int64_t> shape, const std::string& what) {
+    if (t.sizes() != c10::IntArrayRef(shape)) {
+      std::string want = "[";
+      for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
+      fail(what + " has shape " + shape_of(t) + ", expected " + want + "]");
+    }
+  };
+  if (proj && (out < 1 || out >= hidden)) fail("the projection size must be in [1, hidden_size)");
+  for (int64_t l = 0; l < layers; ++l)
+    for (int64_t d = 0; d < dirs; ++d) {
+      const size_t i = static_cast<size_t>((l * dirs + d) * stride);
+      const std::string where = "layer " + std::to_string(l) + (d ? " (reverse)" : "") + " ";
+      const int64_t in = l == 0 ? features : dirs * out;
+      expect(params[i], {kGates * hidden, in}, where + "w_ih");
+      expect(params[i + 1], {kGates * hidden, out}, where + "w_hh");
+      if (biases) {
+        expect(params[i + 2], {kGates * hidden}, where + "b_ih");
+        expect(params[i + 3], {kGates * hidden}, where + "b_hh");
+      }
+      if (proj) expect(params[i + static_cast<size_t>(per)], {out, hidden}, where + "w_hr");
+    }
+  const size_t states = kGates == 4 ? 2 : 1;
+  if (hx.size() != states)
+    fail("hx has " + std::to_string(hx.size()) + " tensors " + list_shapes(hx) + ", expected " +
+         std::to_string(states));
+  for (const at::Tensor& h : hx)
+    if (!h.defined() || h.scalar_type() != dtype || h.device() != input.device() ||
+        h.layout() != c10::Layout::Strided)
+      fail("every initial state must be a dense tensor of the input's dtype and device");
+  expect(hx[0], {layers * dirs, batch, out}, "the initial hidden state");
+  if (states == 2) expect(hx[1], {layers * dirs, batch, hidden}, "the initial cell state");
+}
+
 }  // namespace
 
 void check_view_extent(const char* what, int64_t offset, c10::IntArrayRef sizes, c10::IntArrayRef strides,
@@ -287,6 +501,16 @@ ArgumentGuard argument_guard(const AtenOp& op) {
     if (!stats && training == 3) return guard_batch_norm<false, 3>;
     // A layout no LibTorch has had: the strictest reading (evaluation, statistics required).
     return stats ? guard_batch_norm<true, -1> : guard_batch_norm<false, -1>;
+  }
+  if (name.name == "aten::native_group_norm") return guard_native_group_norm;
+  if (name.name == "aten::col2im") return guard_col2im;
+  if (name.name == "aten::max_pool1d" || name.name == "aten::max_pool1d_with_indices") return guard_max_pool1d;
+  const bool data = name.overload_name == "data";
+  if (name.overload_name == "input" || data) {
+    if (name.name == "aten::lstm") return data ? guard_rnn<4, true> : guard_rnn<4, false>;
+    if (name.name == "aten::gru") return data ? guard_rnn<3, true> : guard_rnn<3, false>;
+    if (name.name == "aten::rnn_tanh" || name.name == "aten::rnn_relu")
+      return data ? guard_rnn<1, true> : guard_rnn<1, false>;
   }
   if (name.name != "aten::repeat_interleave") return nullptr;
   if (name.overload_name == "self_int") return guard_repeat_interleave_self_int;

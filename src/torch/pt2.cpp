@@ -28,8 +28,6 @@ using Json = nlohmann::ordered_json;
 constexpr int kMaxDepth = 64;
 // model.json is parsed whole (a DOM several times its size): capped, as .fxpt's graph.json is.
 constexpr uint64_t kMaxJsonBytes = uint64_t(256) << 20;
-// No tensor may have more bytes than this, whatever its strides (as for .fxpt).
-constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 48;
 
 [[noreturn]] void bad(const std::string& what) { throw FormatError("fxcpp::torch: malformed .pt2 archive: " + what); }
 [[noreturn]] void unsupported(const std::string& what) {
@@ -172,8 +170,6 @@ std::string device_name(const Json& d, const std::string& where) {
 
 // ---- tensors --------------------------------------------------------------------------
 
-bool mul_ok(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
-bool add_ok(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_add_overflow(a, b, out); }
 
 // A SymInt of a weight's metadata: a weight's sizes are concrete.
 int64_t concrete(const Json& v, const std::string& where) {
@@ -308,21 +304,17 @@ at::Tensor Builder::tensor(const Json& entry, const std::string& dir, const std:
   int64_t offset = concrete(field(*meta, "storage_offset", w), w + ".storage_offset");
   if (offset < 0) bad(w + ": negative storage offset");
   c10::Storage st = storage(dir + "/" + path, where);
-  const uint64_t nbytes = st.nbytes(), itemsize = c10::elementSize(dtype);
-  bool empty = false;
-  for (int64_t s : sizes) empty = empty || s == 0;
-  if (!empty) {
-    uint64_t last = static_cast<uint64_t>(offset), end, step;
-    for (size_t d = 0; d < sizes.size(); ++d)
-      if (!mul_ok(static_cast<uint64_t>(sizes[d] - 1), static_cast<uint64_t>(strides[d]), &step) ||
-          !add_ok(last, step, &last))
-        bad(w + ": tensor extent overflows");
-    if (!add_ok(last, 1, &end) || !mul_ok(end, itemsize, &end) || end > nbytes)
+  const uint64_t nbytes = st.nbytes();
+  switch (check_tensor_extent(sizes, strides, offset, c10::elementSize(dtype), nbytes)) {
+    case Extent::Ok: break;
+    case Extent::NegativeSizeOrStride: bad(w + ": negative size or stride");
+    case Extent::Overflows: bad(w + ": tensor extent overflows");
+    case Extent::PastStorage:
       bad(where + " extends past its record '" + path + "' (" + std::to_string(nbytes) + " bytes)");
-    uint64_t numel = 1, bytes = 0;
-    bool over = false;
-    for (int64_t s : sizes) over = over || !mul_ok(numel, static_cast<uint64_t>(s), &numel);
-    if (over || !mul_ok(numel, itemsize, &bytes) || bytes > kMaxTensorBytes)
+    case Extent::OffsetPastStorage:
+      bad(where + ": storage offset " + std::to_string(offset) + " lies past its record '" + path + "' (" +
+          std::to_string(nbytes) + " bytes)");
+    case Extent::TooManyBytes:
       bad(where + " has more than the " + std::to_string(kMaxTensorBytes) + " bytes a tensor may have");
   }
   auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(st), c10::DispatchKeySet(c10::DispatchKey::CPU),

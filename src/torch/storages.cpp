@@ -39,6 +39,33 @@ c10::Storage record_storage(const zip::Reader& reader, const zip::Entry& entry, 
 
 bool is_mapped(const c10::Storage& storage) { return storage.data_ptr().get_deleter() == &release_mapping; }
 
+Extent check_tensor_extent(c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t offset, uint64_t itemsize,
+                           uint64_t storage_bytes) {
+  if (offset < 0 || sizes.size() != strides.size()) return Extent::NegativeSizeOrStride;
+  bool empty = false;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] < 0 || strides[d] < 0) return Extent::NegativeSizeOrStride;
+    empty = empty || sizes[d] == 0;
+  }
+  uint64_t at = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(offset), itemsize, &at) || at > storage_bytes)
+    return Extent::OffsetPastStorage;
+  if (empty) return Extent::Ok;  // no element is read
+  uint64_t last = static_cast<uint64_t>(offset), step = 0, end = 0;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (__builtin_mul_overflow(static_cast<uint64_t>(sizes[d] - 1), static_cast<uint64_t>(strides[d]), &step) ||
+        __builtin_add_overflow(last, step, &last))
+      return Extent::Overflows;
+  if (__builtin_add_overflow(last, uint64_t(1), &end) || __builtin_mul_overflow(end, itemsize, &end) ||
+      end > storage_bytes)
+    return Extent::PastStorage;
+  uint64_t numel = 1, bytes = 0;
+  for (int64_t s : sizes)
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(s), &numel)) return Extent::TooManyBytes;
+  if (__builtin_mul_overflow(numel, itemsize, &bytes) || bytes > kMaxTensorBytes) return Extent::TooManyBytes;
+  return Extent::Ok;
+}
+
 namespace {
 
 // Whether an argument annotated `info` may be written (a `Tensor(a!)`, or a

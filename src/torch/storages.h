@@ -4,6 +4,7 @@
 #pragma once
 
 #include <c10/core/Storage.h>
+#include <c10/util/ArrayRef.h>
 
 #include <vector>
 
@@ -22,6 +23,21 @@ constexpr uint64_t kMapAlignment = 64;
 /// a copy in memory from the CPU allocator. Throws FormatError naming the
 /// record on a CRC mismatch. O(record bytes) to check; mapping allocates nothing.
 c10::Storage record_storage(const zip::Reader& reader, const zip::Entry& entry, bool map);
+
+/// No tensor of a file may have more bytes than this (256 TiB), whatever its
+/// strides: a stride of 0 lets 4 bytes back 2^62 elements, which every kernel
+/// would loop over or allocate for (Note [Loading untrusted files] in load.cpp).
+constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 48;
+
+/// What is wrong with a file's tensor of `sizes`, `strides` and element
+/// `offset` over a storage of `storage_bytes` (Ok when nothing is): the
+/// highest element addressed must lie inside the storage, the element count
+/// within kMaxTensorBytes, and the offset inside the storage even when the
+/// tensor has no element (data_ptr() adds it: an offset of 2^62 overflows the
+/// pointer). The one check both readers (.fxpt and .pt2) apply. O(dims).
+enum class Extent { Ok, NegativeSizeOrStride, Overflows, PastStorage, TooManyBytes, OffsetPastStorage };
+Extent check_tensor_extent(c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t offset, uint64_t itemsize,
+                           uint64_t storage_bytes);
 
 /// Whether `storage` views a file mapping (made by record_storage).
 bool is_mapped(const c10::Storage& storage);

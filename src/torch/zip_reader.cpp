@@ -43,8 +43,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <tuple>
 
 namespace fxcpp::torch::zip {
@@ -197,21 +195,21 @@ void FileSource::read(uint64_t pos, void* dst, size_t n) const {
 // view their records in the mapping: loading costs the file's structures and
 // graph, not its weights, which the kernel pages in when they are first used
 // (and may drop again under memory pressure: they are clean file pages).
-// * One mapping per file per process: MappedFile::open keys a table of weak
-//   references by (device, inode, size, mtime), so modules loaded from one
-//   file share it, their weights have the same data pointers, and the
-//   mapping goes when the last tensor viewing it goes (the tensors' DataPtr
-//   holds a reference). A file saved again (a new inode, size or mtime) gets
-//   a new mapping.
-// * The mapping is MAP_PRIVATE with PROT_READ | PROT_WRITE: writing into a
-//   mapped tensor copies that page for this process (copy-on-write) and never
-//   changes the file; a read-only mapping would turn such a write (an
-//   optimizer step on fxcpp.aten.load(..., runtime='python')'s parameters)
-//   into SIGSEGV. The write is seen by every module sharing the mapping, as
-//   it would be by every view of one tensor: load with mmap off for weights
-//   of one's own. The runtime itself never writes into a mapping: tensors
-//   the graph writes (buffer mutations, in-place ops on get_attr values and
-//   their views) are copied at load (copy_written_tensors in load.cpp).
+// * One mapping per load (Note [Weights no program can write for another]):
+//   MappedFile::open maps the file anew each time, MAP_PRIVATE, so each
+//   module views its own copy-on-write pages. The kernel still keeps one copy
+//   of each clean page (the page cache backs every private mapping of a file
+//   until a page is written), so loading a file twice costs its pages once;
+//   the mapping goes when the last tensor viewing it goes (the tensors'
+//   DataPtr holds a reference).
+// * The mapping is PROT_READ | PROT_WRITE: writing into a mapped tensor
+//   copies that page for this mapping only (copy-on-write) and never changes
+//   the file; a read-only mapping would turn such a write (an optimizer step
+//   on fxcpp.aten.load(..., runtime='python')'s parameters) into SIGSEGV.
+//   Tensors the graph is known to write (buffer mutations, in-place ops on
+//   get_attr values and their views) are also copied at load
+//   (copy_written_tensors in storages.h), so a module's own weights stay as
+//   the file has them from call to call.
 // * Everything is checked as before mapping changes nothing: the structures
 //   are read with pread and checked whole; a record's CRC-32 is verified
 //   through pread too, in chunks (Reader::map), so checking does not fault
@@ -236,26 +234,20 @@ void FileSource::read(uint64_t pos, void* dst, size_t n) const {
 //   (LoadOptions::mmap = false, mmap=False in Python): its records are then
 //   read into memory, as bytes in memory are.
 
-namespace {
+// Note [Weights no program can write for another]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Modules loaded from one file used to share one mapping, and a write into a
+// weight was kept from the file only by copying, at load, the tensors the
+// graph writes as schema annotations say. Annotations do not say everything:
+// type_as(w, w), dropout(w, p, train=False) and einsum('i->i', [w]) return
+// their input unannotated, and batch_norm with training=True writes its
+// running statistics unannotated; any of them followed by an in-place write
+// changed the weights of every other module loaded from the file. Each load
+// now has a mapping of its own, private to it (the decision rests on no
+// table, so no op the table misses can reach another module); the page cache
+// keeps the sharing of memory that matters. Tested for each such op in both
+// runtimes by tests/python/test_weight_isolation.py.
 
-struct MapKey {
-  uint64_t dev, ino, size;
-  int64_t mtime_s, mtime_ns;
-  bool operator<(const MapKey& o) const {
-    return std::tie(dev, ino, size, mtime_s, mtime_ns) < std::tie(o.dev, o.ino, o.size, o.mtime_s, o.mtime_ns);
-  }
-};
-
-std::mutex& map_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::map<MapKey, std::weak_ptr<const MappedFile>>& map_table() {
-  static auto* t = new std::map<MapKey, std::weak_ptr<const MappedFile>>();  // never destroyed: used at exit
-  return *t;
-}
-
-}  // namespace
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -265,21 +257,11 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     ::close(fd);
     throw FormatError("fxcpp::torch: '" + path + "' is not a regular file");
   }
-  const MapKey key{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size),
-                   static_cast<int64_t>(st.st_mtim.tv_sec), static_cast<int64_t>(st.st_mtim.tv_nsec)};
-  std::lock_guard<std::mutex> lock(map_mutex());
-  auto& table = map_table();
-  auto it = table.find(key);
-  if (it != table.end()) {
-    if (auto alive = it->second.lock()) {
-      ::close(fd);
-      return alive;
-    }
-  }
   if (st.st_size <= 0 || static_cast<uint64_t>(st.st_size) > SIZE_MAX) {
     ::close(fd);
     return nullptr;
   }
+  // Private to this load: Note [Weights no program can write for another].
   void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   if (p == MAP_FAILED) {
     ::close(fd);
@@ -290,8 +272,6 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   m->base_ = static_cast<char*>(p);
   m->size_ = static_cast<uint64_t>(st.st_size);
   m->path_ = path;
-  for (auto i = table.begin(); i != table.end();) i = i->second.expired() ? table.erase(i) : std::next(i);
-  table[key] = m;
   return m;
 }
 

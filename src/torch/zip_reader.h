@@ -60,14 +60,14 @@ class FileSource final : public Source {
 };
 
 /// A regular file mapped into memory (Note [Memory-mapped weights] in
-/// zip_reader.cpp): one private, copy-on-write mapping of the whole file,
-/// shared by every MappedFile of the same file (device, inode, size, mtime)
-/// alive in the process. Structures are read with pread (read()); view() points
+/// zip_reader.cpp): one private, copy-on-write mapping of the whole file per
+/// open(), so modules loaded from one file never see each other's writes
+/// (Note [Weights no program can write for another]). Structures are read with pread (read()); view() points
 /// into the mapping, so records can back tensors without a copy.
 class MappedFile final : public Source {
  public:
-  /// The mapping of `path`: one already alive in the process for the same
-  /// file (same device, inode, size and mtime), else a new one. Throws
+  /// A new private mapping of `path` (the page cache shares its clean pages
+  /// with every other mapping of the file). Throws
   /// FormatError when the file cannot be opened or is not a regular file;
   /// returns null when it cannot be mapped (an empty file, mmap failing: the
   /// caller reads it with FileSource instead).

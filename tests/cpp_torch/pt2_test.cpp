@@ -370,7 +370,14 @@ TEST(Pt2, Tensors) {
   e = error_after("convnet", edit_weight([](Json& w) { w["tensor_meta"]["strides"][0]["as_int"] = -1; }));
   EXPECT_NE(e.find("negative"), std::string::npos) << e;
   e = error_after("convnet", edit_weight([](Json& w) { w["tensor_meta"]["storage_offset"]["as_int"] = INT64_MAX; }));
-  EXPECT_NE(e.find("extends past its record"), std::string::npos) << e;
+  EXPECT_NE(e.find("storage offset 9223372036854775807 lies past its record"), std::string::npos) << e;
+  // An offset past the record is refused even when the tensor has no element
+  // (data_ptr() would add it to the record's address).
+  e = error_after("convnet", edit_weight([](Json& w) {
+    w["tensor_meta"]["sizes"][0]["as_int"] = 0;
+    w["tensor_meta"]["storage_offset"]["as_int"] = int64_t(1) << 62;
+  }));
+  EXPECT_NE(e.find("storage offset 4611686018427387904 lies past its record"), std::string::npos) << e;
   e = error_after("convnet", edit_weight([](Json& w) { w["tensor_meta"]["strides"][0]["as_int"] = INT64_MAX; }));
   EXPECT_NE(e.find("overflows"), std::string::npos) << e;
   e = error_after("convnet", edit_weight([](Json& w) {

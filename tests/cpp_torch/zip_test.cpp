@@ -340,6 +340,19 @@ TEST(Load, StrideZeroTensorCannotClaimAHugeExtent) {
   } catch (const FormatError& e) {
     EXPECT_EQ(std::string(e.what()).find("a tensor may have"), std::string::npos) << e.what();
   }
+  // ... but its storage offset must lie inside its storage (data_ptr() adds it).
+  for (const char* offset : {"4611686018427387904", "6"}) {
+    std::vector<ZipRecord> rs2 = fixture_records();
+    std::string& j2 = record(rs2, "graph.json").data;
+    size_t at = j2.find("\"sizes\":[5],\"strides\":[1]");
+    ASSERT_NE(at, std::string::npos);
+    j2.replace(at, std::strlen("\"sizes\":[5],\"strides\":[1]"), "\"sizes\":[0],\"strides\":[1]");
+    size_t off = j2.rfind("\"offset\":", at);
+    ASSERT_NE(off, std::string::npos);
+    size_t end = j2.find_first_of(",}", off);
+    j2.replace(off, end - off, std::string("\"offset\":") + offset);
+    EXPECT_REFUSED(build_zip(rs2), "lies past its storage") << offset;
+  }
 }
 
 }  // namespace

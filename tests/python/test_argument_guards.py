@@ -231,3 +231,163 @@ def test_guarded_batch_norm_matches_eager_where_valid(variant, batch, channels, 
     for runtime in (cpp, cpp, py):
         got = runtime(*[t.clone() for t in inputs])
         torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-5, atol=1e-5)
+
+
+# ---- the kernels issue 35 found: group norm, recurrent layers, col2im, max_pool1d ---------------
+# Each file is one crafted node; every value the kernel would trust is an input, so one
+# loaded module is driven with the bad calls and then with valid ones (same as eager).
+
+def _guarded_module(tmp_path, name, target, args, inputs):
+    doc = _doc([_ph(n) for n in inputs] + [_call('op', target, *args), _out(_ref('op'))])
+    path = _write(os.path.join(str(tmp_path), f'{name}.fxpt'), doc)
+    with pytest.raises(ValueError, match=re.escape(_PYTHON_REFUSES) + ".*runtime='cpp'"):
+        aten.load(path, runtime='python', mmap=False)
+    return aten.load(path, runtime='cpp', mmap=False)
+
+
+def _group_norm_file(tmp_path, n, c, hxw, group):
+    return _guarded_module(tmp_path, f'gn_{n}_{c}_{hxw}_{group}', 'aten::native_group_norm',
+                           [_ref('x'), None, None, n, c, hxw, group, 1e-5], ['x'])
+
+
+def test_native_group_norm_with_a_wrapping_or_wrong_size_is_refused(tmp_path):
+    x = torch.randn(8)
+    # 4 * (2 + 2^62) wraps to 8: the kernel's own check passes and it reads far outside x.
+    for n, c, hxw, group, why in [(1, 4, 2 + 2 ** 62, 1, 'N x C x HxW must equal'),
+                                  (0, 4, 2, 2, 'N x C x HxW must equal'),  # N=0: uninitialised output
+                                  (2, 4, 1, 3, 'group must be positive and divide C'),
+                                  (2, -4, -1, 1, 'must not be negative'),
+                                  (2, 4, 1, 0, 'group must be positive')]:
+        m = _group_norm_file(tmp_path, n, c, hxw, group)
+        with pytest.raises(RuntimeError, match='native_group_norm: .*' + re.escape(why)):
+            m(x)
+    m = _group_norm_file(tmp_path, 2, 4, 1, 2)
+    with pytest.raises(RuntimeError, match='the input must be contiguous'):
+        m(torch.randn(4, 2).t())
+    for _ in range(2):
+        got = m(x.view(2, 4))
+        want = torch.ops.aten.native_group_norm(x.view(2, 4), None, None, 2, 4, 1, 2, 1e-5)
+        torch.testing.assert_close(tuple(got), tuple(want))
+
+
+def _rnn_params(gates, layers, dirs, features, hidden, biases=True):
+    out = []
+    for layer in range(layers):
+        for _ in range(dirs):
+            inp = features if layer == 0 else dirs * hidden
+            out += [torch.randn(gates * hidden, inp), torch.randn(gates * hidden, hidden)]
+            if biases:
+                out += [torch.randn(gates * hidden), torch.randn(gates * hidden)]
+    return out
+
+
+RNNS = [('aten::lstm.input', 4), ('aten::gru.input', 3), ('aten::rnn_tanh.input', 1), ('aten::rnn_relu.input', 1)]
+
+
+@pytest.mark.parametrize('target, gates', RNNS)
+def test_recurrent_layers_refuse_states_and_weights_of_the_wrong_shape(tmp_path, target, gates):
+    layers, dirs, feat, hidden, batch, steps = 2, 2, 3, 5, 4, 6
+    nparams = layers * dirs * 4
+    names = [f'p{i}' for i in range(nparams)]
+    lstm = gates == 4
+    hx = {'list': [_ref('h0'), _ref('c0')]} if lstm else _ref('h0')
+    m = _guarded_module(tmp_path, target.split('::')[1], target,
+                        [_ref('x'), hx, {'list': [_ref(n) for n in names]}, True, layers, 0.0, False, True, False],
+                        ['x', 'h0'] + (['c0'] if lstm else []) + names)
+    x = torch.randn(steps, batch, feat)
+    params = _rnn_params(gates, layers, dirs, feat, hidden)
+    h0 = torch.randn(layers * dirs, batch, hidden)
+    c0 = torch.randn(layers * dirs, batch, hidden)
+
+    def call(x=x, h0=h0, c0=c0, params=params):
+        return m(x, h0, *([c0] if lstm else []), *params)
+
+    bad = [({'h0': torch.randn(layers * dirs, batch + 1, hidden)}, 'the initial hidden state has shape [4, 5, 5]'),
+           ({'h0': torch.randn(layers * dirs, batch, hidden + 1)}, 'the initial hidden state has shape'),
+           ({'params': [torch.randn(1)] + params[1:]}, 'the first weight has shape [1]'),
+           ({'params': [torch.randn(0, feat)] + params[1:]}, 'the first weight has shape [0, 3]'),
+           ({'params': params[:1] + [torch.randn(1, 1)] + params[2:]}, 'layer 0 w_hh has shape [1, 1]'),
+           ({'params': params[:2] + [torch.randn(gates * hidden + 1)] + params[3:]}, 'layer 0 b_ih has shape'),
+           ({'params': params[:-1] + [torch.randn(0)]}, 'layer 1 (reverse) b_hh has shape [0]'),
+           ({'x': torch.randn(steps, feat)}, 'the input must have 3 dimensions'),
+           ({'x': torch.randn(steps, batch, feat + 1)}, 'layer 0 w_ih has shape')]
+    if lstm:
+        bad.append(({'c0': torch.randn(layers * dirs, 1, hidden)}, 'the initial cell state has shape [4, 1, 5]'))
+    for kwargs, why in bad:
+        with pytest.raises(RuntimeError, match=re.escape(why)):
+            call(**kwargs)
+    op = getattr(torch.ops.aten, target.split('::')[1].split('.')[0]).input
+    want = op(x, [h0, c0] if lstm else h0, params, True, layers, 0.0, False, True, False)
+    for _ in range(2):
+        torch.testing.assert_close(call(), want)
+
+
+@pytest.mark.parametrize('base, gates', [('lstm', 4), ('gru', 3), ('rnn_tanh', 1)])
+def test_packed_recurrent_layers_refuse_bad_batch_sizes(tmp_path, base, gates):
+    hidden, feat = 4, 3
+    names = [f'p{i}' for i in range(4)]
+    lstm = gates == 4
+    hx = {'list': [_ref('h0'), _ref('c0')]} if lstm else _ref('h0')
+    m = _guarded_module(tmp_path, base + '_data', f'aten::{base}.data',
+                        [_ref('data'), _ref('bs'), hx, {'list': [_ref(n) for n in names]}, True, 1, 0.0, False,
+                         False], ['data', 'bs', 'h0'] + (['c0'] if lstm else []) + names)
+    params = _rnn_params(gates, 1, 1, feat, hidden)
+    bs = torch.tensor([3, 2, 2, 1])
+    data = torch.randn(int(bs.sum()), feat)
+    h0, c0 = torch.randn(1, 3, hidden), torch.randn(1, 3, hidden)
+
+    def call(data=data, bs=bs):
+        return m(data, bs, h0, *([c0] if lstm else []), *params)
+
+    for bad, why in [(torch.tensor([], dtype=torch.long), 'batch_sizes must be a non-empty'),
+                     (torch.tensor([3]).expand(4), 'batch_sizes must be a non-empty contiguous'),
+                     (torch.tensor([3, 2, 4, 1]), 'batch_sizes must be positive and non-increasing (entry 2 is 4)'),
+                     (torch.tensor([3, 0, 0, 0]), 'entry 1 is 0'),
+                     (torch.tensor([3, 3, 3, 3]), 'batch_sizes add up to 12, but the data has 8 rows'),
+                     (torch.tensor([4, 2, 1, 1]), 'the initial hidden state has shape [1, 3, 4], expected [1, 4, 4]'),
+                     (torch.tensor([3.0, 2, 2, 1]), 'int64')]:
+        with pytest.raises(RuntimeError, match=re.escape(why)):
+            call(bs=bad)
+    op = getattr(torch.ops.aten, base).data
+    want = op(data, bs, [h0, c0] if lstm else h0, params, True, 1, 0.0, False, False)
+    for _ in range(2):
+        torch.testing.assert_close(call(), want)
+
+
+def test_col2im_refuses_windows_past_two_to_the_31(tmp_path):
+    def module(pad, kernel=2, out=4, dil=1, stride=1):
+        return _guarded_module(tmp_path, f'col2im_{pad}_{kernel}_{out}_{dil}', 'aten::col2im',
+                               [_ref('x'), {'list': [out, out]}, {'list': [kernel, kernel]}, {'list': [dil, dil]},
+                                {'list': [pad, pad]}, {'list': [stride, stride]}], ['x'])
+    x = torch.randn(1, 4, 9)
+    for kwargs, why in [({'pad': 2 ** 31}, "argument 'padding' is 2147483648, outside [0, 2^31)"),
+                        ({'pad': 2 ** 30}, 'makes the padded size reach 2^31'),
+                        ({'pad': -1}, "argument 'padding' is -1"),
+                        ({'pad': 0, 'kernel': 0}, "argument 'kernel_size' is 0, outside [1, 2^31)"),
+                        ({'pad': 0, 'dil': 2 ** 20, 'kernel': 2 ** 12}, 'times kernel_size reaches 2^31'),
+                        ({'pad': 0, 'out': 2 ** 62}, "argument 'output_size' is 4611686018427387904")]:
+        with pytest.raises(RuntimeError, match=re.escape(f'col2im: {why}' if why.startswith('arg') else why)):
+            module(**kwargs)(x)
+    m = module(0)
+    for _ in range(2):
+        torch.testing.assert_close(m(x), torch.ops.aten.col2im(x, [4, 4], [2, 2], [1, 1], [0, 0], [1, 1]))
+
+
+@pytest.mark.parametrize('target', ['aten::max_pool1d', 'aten::max_pool1d_with_indices'])
+def test_max_pool1d_refuses_a_kernel_that_would_loop_for_ever(tmp_path, target):
+    def module(kernel, stride=(), pad=0, dil=1):
+        return _guarded_module(tmp_path, f'{target[6:]}_{kernel}_{pad}_{dil}_{len(stride)}', target,
+                               [_ref('x'), {'list': [kernel]}, {'list': list(stride)}, {'list': [pad]},
+                                {'list': [dil]}, False], ['x'])
+    x = torch.randn(2, 3, 8)
+    for args, why in [((2 ** 62 + 2,), "argument 'kernel_size' is 4611686018427387906, outside [1, 2^31)"),
+                      ((2, (0,)), "argument 'stride' is 0"),
+                      ((2, (), -1), "argument 'padding' is -1"),
+                      ((2 ** 16, (), 0, 2 ** 16), 'times kernel_size reaches 2^31')]:
+        with pytest.raises(RuntimeError, match=re.escape(why)):
+            module(*args)(x)
+    m = module(3, (2,), 1)
+    for _ in range(2):
+        got = m(x)
+        want = getattr(torch.ops.aten, target[6:])(x, [3], [2], [1], [1], False)
+        torch.testing.assert_close(got, want)

@@ -114,6 +114,18 @@ std::vector<std::string> allowed_operators();
 // src/torch/run.cpp), which is then fxcpp's refusal on every LibTorch
 // (1.13's as_strided lets an overflowing offset through, 2.x refuses it with
 // its own message, _reshape_alias checks nothing).
+// Found by probing every allowed overload with boundary arguments (issue 35;
+// tests/python/test_guard_sweep.py keeps probing) and guarded since:
+//   * native_group_norm: N x C x HxW must equal the input's elements without
+//     wrapping (its own check compares after the product wrapped), N, C, HxW
+//     >= 0, group >= 1 dividing C, weight and bias contiguous C-vectors;
+//   * lstm, gru, rnn_tanh, rnn_relu (.input and .data): every weight, bias,
+//     projection and initial state has the shape the stacked layers imply,
+//     packed batch sizes are positive, non-increasing and add up to the data;
+//   * col2im and max_pool1d[_with_indices]: window arguments (kernel size,
+//     stride, padding, dilation, output size) within [lo, 2^31), and the
+//     dilated kernel and the padded size too (col2im with padding 2^31 wrote
+//     out of bounds, max_pool1d with kernel 2^62 + 2 looped for ever).
 
 /// The largest tensor, in bytes, a guarded operator may produce (2^48, as the
 /// loader bounds a file's tensors).
