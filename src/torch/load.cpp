@@ -313,11 +313,6 @@ void check_identifier(const std::string& s, const std::string& what) {
   if (!is_identifier(s)) bad(what + " " + shown(s) + " is not a Python identifier (ASCII letters, digits and '_', not a keyword)");
 }
 
-// Why an untrusted file loaded for the Python runtime may not call a guarded operator.
-constexpr const char* kGuardedOnlyInCpp =
-    "its arguments are checked before each call only in fxcpp's C++ runtime (Note [Argument guards]); "
-    "load the file with runtime='cpp' (C++: fxcpp::torch::load) to run it";
-
 [[noreturn]] void refuse_operator(const std::string& node, const AtenOp& op, const std::string& why) {
   throw FormatError("fxcpp::torch: node " + shown(node) + " calls " + op.qualified +
                     ", which a file from an untrusted source may not call (" + why +
@@ -476,7 +471,6 @@ std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor
         if (const AtenOp* op = as_aten_op(fn)) {
           if (!options.trusted) {
             std::string why = refusal_reason(*op);
-            if (why.empty() && options.unguarded_runtime && argument_guard(*op)) why = kGuardedOnlyInCpp;
             if (!why.empty()) refuse_operator(name, *op, why);
           }
           check_enum_arguments(name, *op, args, kwargs, options.trusted);

@@ -348,6 +348,16 @@ std::string list_shapes(const std::vector<at::Tensor>& ts) {
   return "[" + out + "]";
 }
 
+// The tensors of a list argument (typed or generic), or false.
+bool tensor_list(const c10::IValue& v, std::vector<at::Tensor>* out) {
+  if (!v.isList()) return false;
+  for (const c10::IValue& t : v.toListRef()) {
+    if (!t.isTensor()) return false;
+    out->push_back(t.toTensor());
+  }
+  return true;
+}
+
 template <int64_t kGates, bool kData>
 void guard_rnn(const std::vector<c10::IValue>& s) {
   const char* op = kGates == 4 ? "lstm" : kGates == 3 ? "gru" : "rnn";
@@ -360,10 +370,8 @@ void guard_rnn(const std::vector<c10::IValue>& s) {
   std::vector<at::Tensor> hx, params;
   const c10::IValue& hv = s[base + 1];
   if (hv.isTensor()) hx.push_back(hv.toTensor());
-  else if (hv.isTensorList()) for (const at::Tensor& t : hv.toTensorList().vec()) hx.push_back(t);
-  else fail("hx is not a tensor or a list of tensors");
-  if (!s[base + 2].isTensorList()) fail("params is not a list of tensors");
-  for (const at::Tensor& t : s[base + 2].toTensorList().vec()) params.push_back(t);
+  else if (!tensor_list(hv, &hx)) fail("hx is not a tensor or a list of tensors");
+  if (!tensor_list(s[base + 2], &params)) fail("params is not a list of tensors");
   if (!s[base + 3].isBool() || !s[base + 4].isInt() || !s[base + 7].isBool()) return;  // the schema binding refuses
   const bool biases = s[base + 3].toBool(), bidirectional = s[base + 7].toBool();
   const int64_t layers = s[base + 4].toInt(), dirs = bidirectional ? 2 : 1;

@@ -864,9 +864,6 @@ void Builder::node(const Json& n, size_t index) {
   const AtenOp* op = as_aten_op(fn);
   if (!options_.trusted) {
     std::string why = refusal_reason(*op);
-    if (why.empty() && options_.unguarded_runtime && argument_guard(*op))
-      why = "its arguments are checked before each call only in fxcpp's C++ runtime (Note [Argument guards]); "
-            "load the file with runtime='cpp' (C++: fxcpp::torch::load) to run it";
     if (!why.empty())
       throw FormatError("fxcpp::torch: node " + shown(node_name.empty() ? target : node_name) + " calls " +
                         op->qualified + ", which a file from an untrusted source may not call (" + why +

@@ -58,19 +58,16 @@ def _doc_for(target, stats, training, nones=()):
 _MODULES = {}
 
 
-_PYTHON_REFUSES = "checked before each call only in fxcpp's C++ runtime"
-
-
 def _modules(target, stats, training, nones):
-    """(C++ runtime, Python runtime) of the file, cached per variant: the C++ runtime loaded
-    from an untrusted source (the default), the Python one trusted, as it refuses the guarded
-    kernels from an untrusted file (it runs no guard)."""
+    """(C++ runtime, Python runtime) of the file, cached per variant, both loaded from an
+    untrusted source (the default): the Python runtime runs the same guards (Note [Argument
+    guards in Python] in fxcpp/aten/_guards.py)."""
     key = (target, stats, training, tuple(sorted(nones)))
     if key not in _MODULES:
         with tempfile.TemporaryDirectory() as d:
             path = _write(os.path.join(d, 'bn.fxpt'), _doc_for(target, stats, training, nones))
             _MODULES[key] = (aten.load(path, runtime='cpp', mmap=False),
-                             aten.load(path, runtime='python', mmap=False, trusted=True))
+                             aten.load(path, runtime='python', mmap=False))
     return _MODULES[key]
 
 
@@ -91,11 +88,8 @@ def test_untrusted_batch_norm_refuses_statistics_the_kernel_would_read_out_of_bo
     with tempfile.TemporaryDirectory() as d:
         path = _write(os.path.join(d, 'bn.fxpt'), _doc_for(target, stats, training))
         assert _C_torch.load(path).num_instructions() > 0  # the default policy admits it
-        cpp = aten.load(path, runtime='cpp', mmap=False)
-        # The Python runtime runs no guard: from an untrusted file it refuses the kernel, saying
-        # where the file runs (and a file shown, not run, still reads).
-        with pytest.raises(ValueError, match=re.escape(_PYTHON_REFUSES) + ".*runtime='cpp'"):
-            aten.load(path, runtime='python', mmap=False)
+        # Both runtimes run the guard (the Python one through Note [Argument guards in Python]).
+        runtimes = (aten.load(path, runtime='cpp', mmap=False), aten.load(path, runtime='python', mmap=False))
         from fxcpp.aten._runtime import _load_bytes
         assert 'batch_norm' in _load_bytes(path, 'show').code
     names = ARGS if stats else ARGS[:2]
@@ -114,13 +108,12 @@ def test_untrusted_batch_norm_refuses_statistics_the_kernel_would_read_out_of_bo
         cases += [('running_mean', {'running_mean': torch.rand(3)}, x, '[3]'),
                   ('running_var', {'running_var': torch.rand(0)}, x, '[0]')]
     for arg, bad, inp, shape in cases:
-        for _ in range(2):  # the second run is the memory-planned one
-            with pytest.raises(RuntimeError, match=re.escape(f"({target.split('.')[0]}") + '.*' +
-                               _error(arg, shape, inp.shape[1])):
+        for cpp in runtimes + runtimes[:1]:  # the C++ runtime's second run is the memory-planned one
+            with pytest.raises(RuntimeError, match=_error(arg, shape, inp.shape[1])):
                 cpp(inp, *[{**ok, **bad}[n] for n in names])
     # A stride-0 or strided vector is read as contiguous by the kernel: refused too.
     wide = torch.randn(2, big, 1)
-    for arg in names:
+    for arg, cpp in ((a, r) for a in names for r in runtimes):
         given = {n: torch.rand(big) + 0.5 for n in names}
         given[arg] = torch.ones(1).expand(big)
         with pytest.raises(RuntimeError, match=re.escape(f"argument '{arg}' has stride 0")):
@@ -128,11 +121,12 @@ def test_untrusted_batch_norm_refuses_statistics_the_kernel_would_read_out_of_bo
         given[arg] = (torch.rand(2 * 4) + 0.5)[::2]
         with pytest.raises(RuntimeError, match=re.escape(f"argument '{arg}' has stride 2")):
             cpp(x, *[{**ok, **given}[n] if n == arg else ok[n] for n in names])
-    with pytest.raises(RuntimeError, match=re.escape("batch norm: argument 'input' has shape [4]; it needs at least "
-                                                     "2 dimensions")):
-        cpp(torch.randn(4), *[ok[n] for n in names])
+    for cpp in runtimes:
+        with pytest.raises(RuntimeError, match=re.escape("batch norm: argument 'input' has shape [4]; it needs at "
+                                                         "least 2 dimensions")):
+            cpp(torch.randn(4), *[ok[n] for n in names])
     # Valid calls give what the eager kernel gives.
-    for _ in range(2):
+    for cpp in runtimes + runtimes[:1]:
         given = {n: v.clone() for n, v in ok.items()}
         want = _eager(target, stats, training, x, {n: v.clone() for n, v in ok.items()})
         torch.testing.assert_close(cpp(x, *[given[n] for n in names]), want)
@@ -151,11 +145,11 @@ def test_evaluation_without_running_statistics_is_refused():
         if _overload(target) is None:
             continue
         stats = 'no_stats' not in target
-        cpp, _ = _modules(target, stats, False, nones)
+        cpp, py = _modules(target, stats, False, nones)
         given = [vec for n in (ARGS if stats else ARGS[:2]) if n not in nones]
-        for _ in range(2):
+        for runtime in (cpp, cpp, py):
             with pytest.raises(RuntimeError, match=re.escape('batch norm: ' + message)):
-                cpp(x, *given)
+                runtime(x, *given)
 
 
 @pytest.mark.skipif(_torch_compat.TORCH_VERSION >= (2, 0), reason="torch 2's kernels return an empty result")
@@ -188,7 +182,7 @@ def test_guarded_batch_norm_matches_eager_where_valid(variant, batch, channels, 
     """Oracle: the call is valid iff the input has 2 dims or more and each argument given is
     a 1-D tensor of input.size(1) elements; then the C++ and Python runtimes give what the
     eager kernel gives, else the C++ runtime raises the guard's error naming the first bad
-    argument (the Python runtime is not called with those: it runs torch's kernel as is)."""
+    argument, and so does the Python runtime (the same guard)."""
     target, stats, training = variant
     if _overload(target) is None:
         pytest.skip(f'torch {torch.__version__} registers none of the batch-norm variants')
@@ -217,8 +211,9 @@ def test_guarded_batch_norm_matches_eager_where_valid(variant, batch, channels, 
             bad = n
     if bad is not None:
         event(f'refused: {bad}')
-        with pytest.raises(RuntimeError, match=re.escape(f"batch norm: argument '{bad}' ")):
-            cpp(*[t.clone() for t in inputs])
+        for runtime in (cpp, py):
+            with pytest.raises(RuntimeError, match=re.escape(f"batch norm: argument '{bad}' ")):
+                runtime(*[t.clone() for t in inputs])
         return
     try:
         want = _eager(target, stats, training, x, {n: t.clone() for n, t in given.items()})
@@ -240,9 +235,33 @@ def test_guarded_batch_norm_matches_eager_where_valid(variant, batch, channels, 
 def _guarded_module(tmp_path, name, target, args, inputs):
     doc = _doc([_ph(n) for n in inputs] + [_call('op', target, *args), _out(_ref('op'))])
     path = _write(os.path.join(str(tmp_path), f'{name}.fxpt'), doc)
-    with pytest.raises(ValueError, match=re.escape(_PYTHON_REFUSES) + ".*runtime='cpp'"):
-        aten.load(path, runtime='python', mmap=False)
-    return aten.load(path, runtime='cpp', mmap=False)
+    return _Both(aten.load(path, runtime='cpp', mmap=False), aten.load(path, runtime='python', mmap=False))
+
+
+class _Both:
+    """Calls the C++ runtime (twice: the second run is the planned one) and the Python
+    runtime with the same inputs: both must raise the same guard error, or agree."""
+
+    def __init__(self, cpp, py):
+        self.cpp, self.py = cpp, py
+
+    def __call__(self, *args):
+        results = []
+        for runtime in (self.cpp, self.cpp, self.py):
+            try:
+                results.append(('ok', runtime(*args)))
+            except RuntimeError as e:
+                results.append(('error', str(e)))
+        kinds = {k for k, _ in results}
+        assert len(kinds) == 1, f'the runtimes disagree: {results}'
+        if kinds == {'error'}:
+            # The C++ runtime names the node before the guard's own message.
+            messages = [m.split(' failed: ', 1)[-1] for _, m in results]
+            assert len(set(messages)) == 1, messages
+            raise RuntimeError(messages[0])
+        for _, r in results[1:]:
+            torch.testing.assert_close(r, results[0][1], equal_nan=True)
+        return results[0][1]
 
 
 def _group_norm_file(tmp_path, n, c, hxw, group):

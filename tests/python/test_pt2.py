@@ -230,16 +230,17 @@ def test_resnet18_decomposed_loads_untrusted(tmp_path):
     # Decomposed, batch norm becomes aten::_native_batch_norm_legit_no_training,
     # which trusts its statistics' sizes: it is allowed behind its argument guard
     # (Note [Argument guards]), so the default policy loads the archive for the C++
-    # runtime, and the plan still manages memory. The Python runtime runs no guard: it
-    # refuses the kernel from an untrusted file and runs it from a trusted one.
+    # runtime, and the plan still manages memory. The Python runtime runs the same guard
+    # (Note [Argument guards in Python]) and loads it untrusted too.
     torch.manual_seed(0)
     model = torchvision.models.resnet18(num_classes=10).eval()
     path = _export(tmp_path, model, (torch.randn(1, 3, 64, 64),), decompose=True)
     mine, _ = _check(path, (torch.randn(1, 3, 64, 64),))
     assert mine._runtime.plan_stats()['managed'] > 0
     x = torch.randn(1, 3, 64, 64)
-    with pytest.raises(ValueError, match="_native_batch_norm_legit_no_training.*only in fxcpp's C\\+\\+ runtime"):
-        fxcpp.aten.load(path, runtime='python')
+    py = fxcpp.aten.load(path, runtime='python')
+    assert isinstance(py.forward, fxcpp.aten._guards._GuardedForward)
+    _close(py(x), mine(x))
     _close(fxcpp.aten.load(path, runtime='python', trusted=True)(x), mine(x))
 
 

@@ -117,10 +117,8 @@ def _check_everywhere(ep, arg_sets, tmp_path, untrusted=False, planned=False):
     """torch's archive of `ep` run by the C++ driver and both Python runtimes, and
     fxcpp's archive of it run by torch, all equal to ep.module() on each set of inputs.
     untrusted: the archive must load with the default policy everywhere (no fallback to
-    trusted=True), except that the Python runtime refuses an operator whose arguments only the
-    C++ runtime checks (Note [Argument guards]: the batch-norm kernels), with a message that
-    says so, and then runs the file loaded trusted; planned: the C++ runtime's plan must manage
-    memory."""
+    trusted=True; the Python runtime runs the C++ runtime's argument guards, Note [Argument
+    guards in Python]); planned: the C++ runtime's plan must manage memory."""
     path = tmp_path / 'torch.pt2'
     torch.export.save(ep, str(path))
     ref = ep.module()
@@ -130,12 +128,7 @@ def _check_everywhere(ep, arg_sets, tmp_path, untrusted=False, planned=False):
     mine, trusted = (fxcpp.aten.load(str(path), runtime='cpp'), False) if untrusted else _load_cpp(str(path))
     if planned:
         assert mine._runtime.plan_stats()['managed'] > 0, mine._runtime.plan_stats()
-    try:
-        py = fxcpp.aten.load(str(path), runtime='python', trusted=trusted)
-    except ValueError as e:
-        assert untrusted and "checked before each call only in fxcpp's C++ runtime" in str(e), e
-        assert any('batch_norm' in str(n.target) for n in ep.graph.nodes if n.op == 'call_function'), e
-        py = fxcpp.aten.load(str(path), runtime='python', trusted=True)
+    py = fxcpp.aten.load(str(path), runtime='python', trusted=trusted)
     for a, want in zip(arg_sets, wants):
         with torch.no_grad():
             for _ in range(2):  # the second forward runs the memory-planned path

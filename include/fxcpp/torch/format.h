@@ -55,12 +55,6 @@ struct LoadOptions {
   /// it makes a read of a weight raise SIGBUS): turn it off for files another
   /// process may change. Bytes in memory are always copied.
   bool mmap = true;
-  /// The graph will run outside fxcpp's C++ runtime (the Python runtime,
-  /// runtime="python"), where no argument guard runs (Note [Argument guards]
-  /// in fxcpp/torch/policy.h): an untrusted file may then not call a guarded
-  /// operator either. Off for the C++ runtime and for reading a file only to
-  /// show it.
-  bool unguarded_runtime = false;
 };
 
 /// The formats save() writes.

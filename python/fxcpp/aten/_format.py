@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Tuple
 import torch
 
 from .. import _C_torch
-from . import _input_checks
+from . import _guards, _input_checks
 from ..graph import Graph
 from ..graph_module import GraphModule
 
@@ -279,11 +279,11 @@ def _set_attr(root: torch.nn.Module, qualified: str, value: torch.Tensor, kind: 
 def _graph_module(data, trusted: bool, to_run: bool = True) -> GraphModule:
     """The GraphModule of a file's bytes, or of a path (str: the file mapped):
     the C++ reader parses and checks the file once and appends its nodes to a
-    new Graph (Note [Python load path]). ``to_run``: it will run in Python, where no
-    argument guard does (an untrusted file may then not call a guarded operator);
-    False only to show the graph."""
+    new Graph (Note [Python load path]). ``to_run``: it will run in Python, so an
+    untrusted file's guarded operators get the C++ runtime's argument guards (Note
+    [Argument guards in Python] in _guards.py); False only to show the graph."""
     graph = Graph()
-    class_name, tensors = _C_torch.read_graph(data, graph, trusted=trusted, to_run=to_run)
+    class_name, tensors = _C_torch.read_graph(data, graph, trusted=trusted)
     root = torch.nn.Module()
     reserved = _reserved_names(GraphModule)
     for name, kind, tensor, requires_grad in tensors:
@@ -292,6 +292,8 @@ def _graph_module(data, trusted: bool, to_run: bool = True) -> GraphModule:
         _set_attr(root, name, tensor, kind, reserved)
     gm = GraphModule(root, graph, class_name)
     _input_checks.install(gm)  # a .pt2 program's inputs, checked as the C++ runtime checks them
+    if to_run and not trusted:
+        _guards.install(gm)
     return gm
 
 

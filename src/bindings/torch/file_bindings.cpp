@@ -248,16 +248,16 @@ const char* kind_name(torch::NamedTensor::Kind k) {
   return "constant";
 }
 
-// read_graph(data, graph, *, trusted=False, mmap=True, to_run=True) -> (class_name, [(name, kind, tensor,
-// requires_grad)]). Reads a .fxpt file's bytes with the C++ reader, which checks it whole, and appends
-// its nodes to `graph`, an empty fxcpp Graph; to_run: the graph will run in Python
-// (LoadOptions::unguarded_runtime).
+// read_graph(data, graph, *, trusted=False, mmap=True) -> (class_name, [(name, kind, tensor,
+// requires_grad)]). Reads a .fxpt or .pt2 file with the C++ reader, which checks it whole, and appends
+// its nodes to `graph`, an empty fxcpp Graph (the Python runtime then runs the argument guards itself:
+// check_arguments).
 PyObject* read_graph(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* names[] = {"source", "graph", "trusted", "mmap", "to_run", nullptr};
+  static const char* names[] = {"source", "graph", "trusted", "mmap", nullptr};
   PyObject *obj, *pygraph;
-  int trusted = 0, map = 1, to_run = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$ppp:read_graph", const_cast<char**>(names), &obj, &pygraph,
-                                   &trusted, &map, &to_run))
+  int trusted = 0, map = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$pp:read_graph", const_cast<char**>(names), &obj, &pygraph,
+                                   &trusted, &map))
     throw PythonError();
   Graph* dst = graph_arg(pygraph);
   if (dst->nodes().begin() != dst->nodes().end())
@@ -266,7 +266,6 @@ PyObject* read_graph(PyObject*, PyObject* args, PyObject* kwargs) {
   torch::LoadOptions options;
   options.trusted = trusted != 0;
   options.mmap = map != 0;
-  options.unguarded_runtime = to_run != 0;
   torch::FileContents file;
   load_without_gil([&] {
     file = source.is_buffer ? torch::read_buffer(source.view.buf, static_cast<size_t>(source.view.len), options)

@@ -170,6 +170,37 @@ PyObject* allowed_operators(PyObject*, PyObject*) {
   return l.release();
 }
 
+// The argument guard of operator `target` ("aten::lstm.input"), or null.
+torch::ArgumentGuard guard_of(PyObject* target) {
+  const torch::AtenOp* op = torch::as_aten_op(torch::aten_op(std::string(utf8(target, "an operator name"))));
+  return op ? torch::argument_guard(*op) : nullptr;
+}
+
+// argument_guarded(target: str) -> bool: whether the runtime checks the arguments of
+// operator `target` before each call (Note [Argument guards]).
+PyObject* argument_guarded(PyObject*, PyObject* target) { return PyBool_FromLong(guard_of(target) != nullptr); }
+
+// check_arguments(target: str, args: tuple) -> None: runs operator `target`'s argument
+// guard on `args`, its arguments in schema order (the Python runtime's calls; Note
+// [Argument guards in Python] in fxcpp/aten/_guards.py). A value the runtime could not
+// take (a dtype, a device) is passed as None, which no guard reads.
+PyObject* check_arguments(PyObject*, PyObject* args) {
+  PyObject *target, *values;
+  if (!PyArg_ParseTuple(args, "UO!:check_arguments", &target, &PyTuple_Type, &values)) throw PythonError();
+  torch::ArgumentGuard guard = guard_of(target);
+  if (!guard) Py_RETURN_NONE;
+  std::vector<c10::IValue> stack;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(values); ++i) {
+    try {
+      stack.push_back(to_ivalue(PyTuple_GET_ITEM(values, i)));
+    } catch (const torch::InputError&) {
+      stack.emplace_back();
+    }
+  }
+  guard(stack);
+  Py_RETURN_NONE;
+}
+
 // Runs `fn` with the GIL released (it touches no Python object).
 template <typename F>
 void without_gil(F&& fn) {
@@ -348,6 +379,12 @@ PyMethodDef module_methods[] = {
               "operators (allowed_operators())."),
     def<load_bytes>("load_bytes", METH_O, "load_bytes(data) -> Runtime: load(data)."),
     def<graph_json>("graph_json", METH_O, "graph_json(source) -> str: the file's graph record (path or bytes)."),
+    def<argument_guarded>("argument_guarded", METH_O,
+                          "argument_guarded(target) -> bool: whether the runtime checks the arguments of operator "
+                          "target ('aten::lstm.input') before each call."),
+    def<check_arguments>("check_arguments", METH_VARARGS,
+                         "check_arguments(target, args) -> None: runs operator target's argument guard on args "
+                         "(schema order); raises RuntimeError as the C++ runtime does."),
     def<allowed_operators>("allowed_operators", METH_NOARGS,
                            "allowed_operators() -> [str]: the registered overloads a file may call unless trusted."),
     def<from_torchscript>("from_torchscript", METH_VARARGS | METH_KEYWORDS,
