@@ -158,7 +158,7 @@ test-113: test-cpp test-asan test-python
 # Longer fuzzing sessions: the differential fuzzer against torch.fx over many
 # seeds, then the hypothesis API suite with its large profile. Override with
 # FXCPP_FUZZ_SEEDS, FXCPP_FUZZ_STEPS, FXCPP_FUZZ_FIRST_SEED, FXCPP_HYPOTHESIS_MAX_EXAMPLES.
-fuzz: build
+fuzz: build build-214
 	FXCPP_FUZZ_SEEDS=$${FXCPP_FUZZ_SEEDS:-2000} FXCPP_FUZZ_STEPS=$${FXCPP_FUZZ_STEPS:-200} \
 	  $(RUN113) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_fuzz_diff.py
 	FXCPP_HYPOTHESIS_PROFILE=fuzz FXCPP_HYPOTHESIS_MAX_EXAMPLES=$${FXCPP_HYPOTHESIS_MAX_EXAMPLES:-2000} \
@@ -168,6 +168,10 @@ fuzz: build
 	FXCPP_HYPOTHESIS_MAX_EXAMPLES=$${FXCPP_HYPOTHESIS_MAX_EXAMPLES:-2000} FXCPP_PLANNER_FUZZ_SAMPLES=$${FXCPP_PLANNER_FUZZ_SAMPLES:-8} \
 	  $(RUN113) $(PYTHON) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_runtime_primitives_fuzz.py \
 	  tests/python/test_planner_fuzz.py
+	# Every allowed operator with boundary arguments through the untrusted C++ runtime, in child
+	# processes on two heap fills, on torch 2.14.1 (FXCPP_GUARD_SWEEP_CASES per overload: all of them).
+	FXCPP_GUARD_SWEEP_CASES=$${FXCPP_GUARD_SWEEP_CASES:-100000} \
+	  $(RUN214) $(VPY) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_guard_sweep.py
 	mkdir -p $(FUZZ)/corpus
 	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(FUZZ)/fxpt_fuzzer -max_total_time=$(FXCPP_FUZZ_SECONDS) $(FXPT_FUZZER_FLAGS) $(FUZZ)/corpus tests/fuzz/corpus

@@ -55,7 +55,7 @@ def explore(obj, name=None, **kwargs):
     return _explore(obj, name, **kwargs)
 
 
-def explore_diff(before, after, name=None):
+def explore_diff(before, after, name=None, **kwargs):
     """The graph explorer's before/after page (fxcpp.explorer.explore_diff)."""
     from .explorer import explore_diff as _explore_diff
-    return _explore_diff(before, after, name)
+    return _explore_diff(before, after, name, **kwargs)

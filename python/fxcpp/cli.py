@@ -14,8 +14,6 @@ missing graphviz, ...) end with a short ``fxcpp: error: ...`` message, a hint,
 and a non-zero exit status; set FXCPP_DEBUG=1 to see the full traceback.
 """
 import argparse
-import difflib
-import importlib
 import inspect
 import json
 import os
@@ -23,22 +21,20 @@ import shutil
 import subprocess
 import sys
 import traceback
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
+
+# What the user names (a file, MODULE:CALLABLE) is resolved by fxcpp._spec, as in the explorer.
+from fxcpp._spec import (_EXAMPLE, EXIT_ERROR, EXIT_USAGE, SpecError, _debug_hint, _first_line,  # noqa: F401
+                         _target_str, instantiate, load_callable, parse_shape, propagate_shapes, trace)
+from fxcpp._spec import is_file as _is_fxpt, load_file as _load_fxpt, resolve as _resolve
 
 __all__ = ["main", "graph_table", "CliError"]
 
-EXIT_ERROR = 1   # the command failed (untraceable model, import error, ...)
-EXIT_USAGE = 2   # bad command line (argparse uses 2 as well)
-
-
-class CliError(Exception):
-    """An expected failure: printed as `fxcpp: error: <msg>` plus optional hint lines
-    (`hint` is a str or a list of str)."""
-
-    def __init__(self, msg: str, hint=None, code: int = EXIT_ERROR):
-        super().__init__(msg)
-        self.hint = hint
-        self.code = code
+#: CliError is the spec resolver's error class (fxcpp._spec.SpecError, a ValueError): a spec
+#: refused by the explorer and by the command line is the same error, with the same message.
+#: It is printed as `fxcpp: error: <msg>` plus optional hint lines (`hint` is a str or a list of
+#: str), and the command ends with its `code` (EXIT_ERROR, or EXIT_USAGE for a bad command line).
+CliError = SpecError
 
 
 # ------------------------------------------------------------------------------------
@@ -48,12 +44,6 @@ class CliError(Exception):
 def _clip(s: str, width: int) -> str:
     s = " ".join(s.split())
     return s if len(s) <= width else s[: width - 3] + "..."
-
-
-def _target_str(node) -> str:
-    if node.op == "call_function":
-        return node._pretty_print_target(node.target)
-    return str(node.target)
 
 
 def graph_table(graph, limit: Optional[int] = None, shapes: bool = False, width: int = 44) -> str:
@@ -90,231 +80,8 @@ def _shape_str(v: Any) -> str:
     return str(v)
 
 
-# ------------------------------------------------------------------------------------
-# Loading and tracing a model
-# ------------------------------------------------------------------------------------
-
-_EXAMPLE = "torchvision.models:resnet18"
-
-
-def load_callable(spec: str):
-    """MODULE:CALLABLE -> the object. Raises CliError with a precise reason."""
-    if spec.count(":") != 1 or not all(spec.split(":")):
-        raise CliError(f"expected MODULE:CALLABLE, got {spec!r}",
-                       f"for example `fxcpp show {_EXAMPLE}` (a module path, a colon, then a callable "
-                       "or nn.Module in it; dotted attributes such as pkg.mod:Class.factory work too)",
-                       EXIT_USAGE)
-    mod_name, attr_path = spec.split(":")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())  # like `python -m`: models in the current directory
-    try:
-        mod = importlib.import_module(mod_name)
-    except ModuleNotFoundError as e:
-        if e.name and (mod_name == e.name or mod_name.startswith(e.name + ".")):
-            raise CliError(f"cannot import module {mod_name!r}: no module named {e.name!r}",
-                           "check the spelling, and that the module is importable from the current "
-                           "directory or PYTHONPATH")
-        raise CliError(f"importing {mod_name!r} failed: {type(e).__name__}: {e}",
-                       "the module itself imports something that is not installed")
-    except Exception as e:  # noqa: BLE001 -- errors in user code
-        raise CliError(f"importing {mod_name!r} failed: {type(e).__name__}: {_first_line(e)}",
-                       _debug_hint())
-    obj: Any = mod
-    atoms = attr_path.split(".")
-    for i, atom in enumerate(atoms):
-        where = repr(mod_name) if i == 0 else f"{mod_name}:{'.'.join(atoms[:i])}"
-        if not hasattr(obj, atom):
-            names = [n for n in dir(obj) if not n.startswith("_")]
-            close = difflib.get_close_matches(atom, names, n=3)
-            prefix = f"{mod_name}:" + "".join(a + "." for a in atoms[:i])
-            hint = ("did you mean " + " or ".join(prefix + c for c in close) + "?") if close else (
-                f"list what it provides with: python3 -c 'import {mod_name}; print(dir({mod_name}))'")
-            raise CliError(f"{where} has no attribute {atom!r}", hint)
-        obj = getattr(obj, atom)
-    return obj
-
-
-def _first_line(e: BaseException) -> str:
-    s = str(e).strip()
-    return s.splitlines()[0] if s else repr(e)
-
-
-def _debug_hint() -> str:
-    return "set FXCPP_DEBUG=1 for the full traceback"
-
-
-def instantiate(obj, spec: str):
-    """The thing to trace: an nn.Module, or a plain function when `obj` is one
-    that needs arguments. Classes and factories are called with no arguments
-    (weights=None when they accept a `weights` argument)."""
-    import torch
-
-    if isinstance(obj, torch.nn.Module):
-        return obj
-    if not callable(obj):
-        raise CliError(f"{spec} is a {type(obj).__name__}, not a callable or torch.nn.Module",
-                       f"point at a model class or factory, e.g. {_EXAMPLE}")
-    try:
-        sig = inspect.signature(obj)
-    except (TypeError, ValueError):
-        sig = None
-    if sig is not None and inspect.isfunction(obj):
-        required = [p for p in sig.parameters.values()
-                    if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        if required:  # a function computing on tensors: trace it directly
-            return obj
-    kwargs = {}
-    if sig is not None and "weights" in sig.parameters:
-        kwargs["weights"] = None  # never download pretrained weights
-    try:
-        model = obj(**kwargs)
-    except Exception as e:  # noqa: BLE001 -- errors in user code
-        call = f"{spec}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
-        raise CliError(f"calling {call} failed: {type(e).__name__}: {_first_line(e)}",
-                       "fxcpp show calls the callable with no arguments: point at a factory or class "
-                       "whose arguments all have defaults. " + _debug_hint())
-    if not isinstance(model, torch.nn.Module) and not inspect.isfunction(model):
-        raise CliError(f"{spec}() returned a {type(model).__name__}, not a torch.nn.Module",
-                       f"point at a model class or factory, e.g. {_EXAMPLE}")
-    if isinstance(model, torch.nn.Module):
-        model.eval()
-    return model
-
-
-def _user_frame(tb) -> Optional[str]:
-    """file:line of the innermost traceback frame outside fxcpp and torch."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    skip = (here, os.path.dirname(os.path.abspath(importlib.import_module("torch").__file__)))
-    found = None
-    for fs in traceback.extract_tb(tb):
-        path = os.path.abspath(fs.filename)
-        if not path.startswith(skip) and not fs.filename.startswith("<"):
-            found = f"{fs.filename}:{fs.lineno}" + (f"  ({fs.line.strip()})" if fs.line else "")
-    return found
-
-
-def trace(model, spec: str, concrete_args: Optional[Dict[str, Any]] = None,
-          leaf_modules: Sequence[str] = ()):
-    """fxcpp.symbolic_trace with friendly errors for untraceable models."""
-    import fxcpp
-    import torch
-
-    leaf = set(leaf_modules)
-
-    class CliTracer(fxcpp.Tracer):
-        def is_leaf_module(self, m: torch.nn.Module, qualname: str) -> bool:
-            if qualname in leaf or type(m).__name__ in leaf or torch.typename(m) in leaf:
-                return True
-            return super().is_leaf_module(m, qualname)
-
-    try:
-        tracer = CliTracer()
-        graph = tracer.trace(model, concrete_args=concrete_args)
-        name = model.__class__.__name__ if isinstance(model, torch.nn.Module) else model.__name__
-        return fxcpp.GraphModule(tracer.root, graph, name)
-    except Exception as e:  # noqa: BLE001 -- tracing runs user code
-        raise _trace_error(e, model, spec, concrete_args) from e
-
-
-def _trace_error(e: BaseException, model, spec: str, concrete_args) -> CliError:
-    import torch
-
-    msg = _first_line(e)
-    where = _user_frame(e.__traceback__)
-    # The innermost submodule (other than the root) whose forward was running.
-    sub = None
-    if isinstance(model, torch.nn.Module):
-        names = {id(m): n for n, m in model.named_modules()}
-        tb = e.__traceback__
-        while tb is not None:
-            slf = tb.tb_frame.f_locals.get("self")
-            if isinstance(slf, torch.nn.Module) and names.get(id(slf)):
-                sub = (names[id(slf)], torch.typename(slf))
-            tb = tb.tb_next
-    at = ""
-    if where:
-        at = f"\n  at {where}" + (f"\n  in submodule {sub[0]!r} ({sub[1]})" if sub else "")
-    # Forward parameters with defaults: the usual candidates for concrete_args.
-    fn = model.forward if isinstance(model, torch.nn.Module) else model
-    try:
-        params = inspect.signature(fn).parameters.values()
-        example = {p.name: p.default for p in params if p.default is not p.empty
-                   and isinstance(p.default, (bool, int, float, str, type(None)))}
-    except (TypeError, ValueError):
-        example = {}
-    example_json = json.dumps(example) if example else '{"ARG": VALUE}'
-    hints = []
-    if sub:
-        hints.append(f"call that submodule instead of tracing into it: --leaf-module {sub[0]}")
-    hints.append(f"specialize the inputs the control flow depends on: --concrete-args '{example_json}'"
-                 if not concrete_args else "specialize further inputs with --concrete-args")
-    if not sub:
-        hints.append("or keep a submodule opaque: --leaf-module NAME (qualified name or class name)")
-    hints.append("in Python: symbolic_trace(model, concrete_args=...) or a Tracer subclass whose "
-                 "is_leaf_module returns True for the submodule")
-    dynamic = "control flow" in msg or "cannot be iterated" in msg or type(e).__name__ == "TraceError"
-    if dynamic:
-        return CliError(f"cannot trace {spec}: dynamic control flow (a branch or loop depends on a traced "
-                        f"value): {msg}{at}", hints)
-    return CliError(f"cannot trace {spec}: {type(e).__name__}: {msg}{at}", hints + [_debug_hint()])
-
-
-def parse_shape(text: str):
-    fields = [f.strip() for f in text.strip().replace("x", ",").split(",")]  # 1,3,224,224 or 1x3x224x224
-    dims = tuple(int(f) for f in fields) if all(f.isdigit() for f in fields) else ()
-    if not dims or any(d <= 0 for d in dims):
-        raise CliError(f"bad --input-shape {text!r}: expected comma-separated positive integers",
-                       "for example --input-shape 1,3,224,224", EXIT_USAGE)
-    return dims
-
-
-def propagate_shapes(gm, shape) -> None:
-    """Runs `gm` node by node on torch.randn(shape), storing each node's output
-    shape (a tuple, or a nested list for tuple outputs) in node.meta['fxcpp_shape']."""
-    import torch
-    from fxcpp.node import map_arg
-
-    env: Dict[str, Any] = {}
-    modules = dict(gm.named_modules())
-    placeholders = 0
-    cur = None
-    try:
-        with torch.no_grad():
-            for n in gm.graph.nodes:
-                cur = n
-                args = map_arg(n.args, lambda a: env[a.name])
-                kwargs = map_arg(n.kwargs, lambda a: env[a.name])
-                if n.op == "placeholder":
-                    placeholders += 1
-                    val = torch.randn(shape) if placeholders == 1 else (args[0] if args else None)
-                elif n.op == "get_attr":
-                    val = gm
-                    for atom in n.target.split("."):
-                        val = getattr(val, atom)
-                elif n.op == "call_function":
-                    val = n.target(*args, **kwargs)
-                elif n.op == "call_method":
-                    val = getattr(args[0], n.target)(*args[1:], **kwargs)
-                elif n.op == "call_module":
-                    val = modules[n.target](*args, **kwargs)
-                else:
-                    val = args[0]
-                env[n.name] = val
-                n.meta["fxcpp_shape"] = _shape_of(val)
-    except Exception as e:  # noqa: BLE001 -- runs the model
-        node = f" at node {cur.name} ({cur.op} {_target_str(cur)})" if cur is not None else ""
-        raise CliError(f"running the traced model on an input of shape {tuple(shape)} failed{node}: "
-                       f"{type(e).__name__}: {_first_line(e)}",
-                       "check --input-shape (for torchvision classifiers: 1,3,224,224)")
-
-
-def _shape_of(v):
-    import torch
-    if isinstance(v, torch.Tensor):
-        return tuple(v.shape)
-    if isinstance(v, (list, tuple)):
-        return [_shape_of(x) for x in v]
-    return None
+# (Loading and tracing a model: fxcpp._spec, the one resolver of what a user names, shared with
+# the explorer; load_callable, instantiate, trace, parse_shape and propagate_shapes are its.)
 
 
 def to_dot(gm, name: str) -> str:
@@ -394,30 +161,6 @@ class _Progress:
         if self.live:
             sys.stderr.write("\r" + " " * (len(self.label) + 50) + "\r")
             sys.stderr.flush()
-
-
-def _is_fxpt(target: str) -> bool:
-    """Whether `target` names a file (.fxpt or .pt2: fxcpp.aten.load tells them apart by content)."""
-    return target.endswith((".fxpt", ".pt2")) or (os.path.isfile(target) and ":" not in os.path.basename(target))
-
-
-def _load_fxpt(path: str, runtime: str, trusted: bool = False):
-    from fxcpp import aten
-    if not os.path.exists(path):
-        raise CliError(f"no such file: {path}", "fxcpp export MODULE:CALLABLE -o FILE.pt2 (or FILE.fxpt) writes one")
-    if os.path.isdir(path):
-        raise CliError(f"{path} is a directory, not a .fxpt or .pt2 file")
-    try:
-        if runtime == "show":  # read to be shown, never run (Note [Argument guards])
-            from fxcpp.aten._runtime import _load_bytes
-            return _load_bytes(os.fsdecode(path), "show", trusted=trusted)
-        return aten.load(path, runtime=runtime, trusted=trusted)
-    except ValueError as e:
-        hint = None if trusted or "trusted" not in str(e) else (
-            "only if you made this file yourself: --trusted lets it call any operator")
-        raise CliError(f"cannot load {path}: {_first_line(e)}", hint)
-    except OSError as e:
-        raise CliError(f"cannot read {path}: {e.strerror or e}")
 
 
 def _random_input(shape):
@@ -652,27 +395,16 @@ def _concrete_args(args) -> Optional[Dict[str, Any]]:
 
 
 def _explore_target(spec: str, args):
-    """The graph `fxcpp show --format html/svg/png` draws: a .fxpt or .pt2 file, or a
-    traced MODULE:CALLABLE (with shapes when --input-shape is given)."""
-    if spec.endswith(".pt2"):
-        import torch
-        if not hasattr(torch, "export"):
-            raise CliError(f"cannot read {spec}: .pt2 files need torch.export (torch 2.x)")
-        if not os.path.isfile(spec):
-            raise CliError(f"no such file: {spec}")
-        try:
-            return torch.export.load(spec)
-        except Exception as e:  # noqa: BLE001 -- a foreign file
-            raise CliError(f"cannot load {spec}: {type(e).__name__}: {_first_line(e)}")
+    """The graph `fxcpp show --format html/svg/png` draws: a .fxpt or .pt2 file read by fxcpp's
+    reader (nothing from it runs; .pt2 value shapes shown), or a traced MODULE:CALLABLE (with
+    shapes when --input-shape is given): fxcpp._spec.resolve, as fxcpp.explorer.load."""
+    from fxcpp import _spec
     if _is_fxpt(spec):
-        return _load_fxpt(spec, "show", args.trusted)
-    concrete = _concrete_args(args)
-    shape = parse_shape(args.input_shape) if args.input_shape else None
-    model = instantiate(load_callable(spec), spec)
-    gm = trace(model, spec, concrete, args.leaf_module or ())
-    if shape is not None:
-        propagate_shapes(gm, shape)
-    return gm
+        gm = _resolve(spec, trusted=args.trusted)
+        _spec.pt2_shapes(gm)
+        return gm
+    return _resolve(spec, input_shape=args.input_shape, concrete_args=_concrete_args(args),
+                    leaf_modules=args.leaf_module or ())
 
 
 def cmd_explore(args) -> int:
@@ -681,15 +413,19 @@ def cmd_explore(args) -> int:
     if args.diff:
         if not args.other:
             raise CliError("--diff needs two graphs: fxcpp show --diff BEFORE AFTER", None, EXIT_USAGE)
-        page = explorer.explore_diff(_explore_target(args.target, args), _explore_target(args.other, args),
-                                     name=f"{args.target} \u2192 {args.other}")
+        before, after = _explore_target(args.target, args), _explore_target(args.other, args)
+        try:
+            page = explorer.explore_diff(before, after, name=f"{args.target} \u2192 {args.other}")
+        except ValueError as e:
+            raise CliError(str(e))
         s = page.summary
         print(f"fxcpp: diff: {s['added']} added, {s['removed']} removed, {s['changed']} changed", file=sys.stderr)
     else:
         if args.other:
             raise CliError(f"unexpected second graph {args.other!r}", "compare two graphs with --diff", EXIT_USAGE)
+        target = _explore_target(args.target, args)
         try:
-            page = explorer.explore(_explore_target(args.target, args), name=args.target)
+            page = explorer.explore(target, name=args.target)
         except ValueError as e:
             raise CliError(str(e))
     if fmt == "png":
@@ -717,36 +453,22 @@ def cmd_explore(args) -> int:
 def cmd_show(args) -> int:
     if args.format in ("html", "svg", "png") or args.diff or args.other:
         return cmd_explore(args)
-    if _is_fxpt(args.target):
-        gm = _load_fxpt(args.target, "show", args.trusted)
-        if args.format == "code":
-            text = gm.code.strip("\n") + "\n"
-        elif args.format == "graph":
-            text = str(gm.graph) + "\n"
-        elif args.format == "table":
-            text = graph_table(gm.graph, width=args.width) + "\n"
-        else:
-            text = to_dot(gm, os.path.splitext(os.path.basename(args.target))[0])
-        if args.output:
-            render_dot(text, args.output) if args.format == "dot" else _write(args.output, text)
-        else:
-            _flush_stdout(text)
-        return 0
-    if args.input_shape:
-        shape = parse_shape(args.input_shape)
-    concrete = _concrete_args(args)
-    obj = load_callable(args.target)
-    model = instantiate(obj, args.target)
-    gm = trace(model, args.target, concrete, args.leaf_module or ())
-    if args.input_shape:
-        propagate_shapes(gm, shape)
-    name = args.target.split(":")[1]
+    if _is_fxpt(args.target):  # read by fxcpp's reader to be shown: nothing from the file runs
+        gm = _resolve(args.target, trusted=args.trusted)
+        name = os.path.splitext(os.path.basename(args.target))[0]
+        shapes = False
+    else:
+        shape = parse_shape(args.input_shape) if args.input_shape is not None else None
+        gm = _resolve(args.target, input_shape=shape, concrete_args=_concrete_args(args),
+                      leaf_modules=args.leaf_module or ())
+        name = args.target.split(":")[1]
+        shapes = shape is not None
     if args.format == "code":
         text = gm.code.strip("\n") + "\n"
     elif args.format == "graph":
         text = str(gm.graph) + "\n"
     elif args.format == "table":
-        text = graph_table(gm.graph, shapes=bool(args.input_shape), width=args.width) + "\n"
+        text = graph_table(gm.graph, shapes=shapes, width=args.width) + "\n"
     else:
         text = to_dot(gm, name)
     if args.output:

@@ -334,6 +334,28 @@ void guard_native_group_norm(const std::vector<c10::IValue>& s) {
   }
 }
 
+// ---- weight norm ----------------------------------------------------------------------
+// _weight_norm(Tensor v, Tensor g, int dim=0) (wav2vec2, HuBERT: the positional convolution's
+// weight): for dim 0 or the last one, its CPU kernel reads g as v.size(dim) contiguous elements,
+// unchecked (a one-element g is read out of bounds, an empty one is a SIGSEGV), and divides by
+// the elements per slice (an empty v is a SIGFPE). The guard wants v with elements, dim in range,
+// and g a contiguous tensor of v.size(dim) elements.
+void guard_weight_norm(const std::vector<c10::IValue>& s) {
+  if (s.size() < 3 || !s[0].isTensor() || !s[1].isTensor() || !s[2].isInt()) return;
+  const at::Tensor &v = s[0].toTensor(), &g = s[1].toTensor();
+  if (!v.defined() || !g.defined()) return;
+  auto fail = [&](const std::string& why) {
+    throw Error("_weight_norm: " + why + " (v of shape " + shape_of(v) + ", g of shape " + shape_of(g) +
+                ", dim = " + std::to_string(s[2].toInt()) + "; Note [Argument guards])");
+  };
+  const int64_t nd = v.dim();
+  int64_t dim = s[2].toInt();
+  if (nd < 1 || dim < -nd || dim >= nd) fail("dim must name a dimension of v");
+  dim = dim < 0 ? dim + nd : dim;
+  if (v.numel() == 0) fail("v must have elements");
+  if (g.numel() != v.size(dim) || !g.is_contiguous()) fail("g must be a contiguous tensor of v.size(dim) elements");
+}
+
 // ---- recurrent layers -----------------------------------------------------------------
 // lstm, gru, rnn_tanh and rnn_relu (.input and .data) trust the shapes of their initial states and weights:
 // a state of the wrong batch or hidden size, a one-element or empty weight, empty or strided batch_sizes
@@ -387,7 +409,7 @@ void guard_rnn(const std::vector<c10::IValue>& s) {
     if (!bs.defined() || bs.dim() != 1 || bs.scalar_type() != c10::kLong || !bs.is_cpu() ||
         !bs.is_contiguous() || bs.numel() < 1)
       fail("batch_sizes must be a non-empty contiguous 1-D int64 CPU tensor");
-    const int64_t* b = bs.const_data_ptr<int64_t>();
+    const int64_t* b = bs.data_ptr<int64_t>();  // const_data_ptr is 2.1+
     int64_t total = 0;
     for (int64_t i = 0; i < bs.numel(); ++i) {
       if (b[i] < 1 || (i > 0 && b[i] > b[i - 1]))
@@ -512,6 +534,7 @@ ArgumentGuard argument_guard(const AtenOp& op) {
   }
   if (name.name == "aten::native_group_norm") return guard_native_group_norm;
   if (name.name == "aten::col2im") return guard_col2im;
+  if (name.name == "aten::_weight_norm") return guard_weight_norm;
   if (name.name == "aten::max_pool1d" || name.name == "aten::max_pool1d_with_indices") return guard_max_pool1d;
   const bool data = name.overload_name == "data";
   if (name.overload_name == "input" || data) {

@@ -410,3 +410,24 @@ def test_max_pool1d_refuses_a_kernel_that_would_loop_for_ever(tmp_path, target):
         got = m(x)
         want = getattr(torch.ops.aten, target[6:])(x, [3], [2], [1], [1], False)
         torch.testing.assert_close(got, want)
+
+
+def test_weight_norm_refuses_a_g_it_would_read_out_of_bounds(tmp_path):
+    """_weight_norm (wav2vec2's positional convolution) reads g as v.size(dim) elements
+    unchecked for dim 0 or the last: a short g is read out of bounds, an empty one is a
+    SIGSEGV, an empty v a SIGFPE."""
+    m = _guarded_module(tmp_path, 'weight_norm', 'aten::_weight_norm', [_ref('v'), _ref('g'), _ref('dim')],
+                        ['v', 'g', 'dim'])
+    v = torch.randn(4, 3)
+    for args, why in [((v, torch.randn(1), 0), 'g must be a contiguous tensor of v.size(dim) elements'),
+                      ((v, torch.randn(0), 0), 'g must be a contiguous tensor of v.size(dim) elements'),
+                      ((v, torch.randn(1), 1), 'g must be a contiguous tensor of v.size(dim) elements'),
+                      ((v, torch.ones(1).expand(4, 1), 0), 'g must be a contiguous'),
+                      ((torch.randn(0, 3), torch.randn(0, 1), 0), 'v must have elements'),
+                      ((v, torch.randn(4, 1), 2), 'dim must name a dimension of v'),
+                      ((v, torch.randn(4, 1), 2 ** 62), 'dim must name a dimension of v'),
+                      ((torch.randn(()), torch.randn(()), 0), 'dim must name a dimension of v')]:
+        with pytest.raises(RuntimeError, match=re.escape(why)):
+            m(*args)
+    for g, dim in ((torch.rand(4, 1) + 0.5, 0), (torch.rand(1, 3) + 0.5, 1), (torch.rand(1, 3) + 0.5, -1)):
+        torch.testing.assert_close(m(v, g, dim), torch.ops.aten._weight_norm(v, g, dim))

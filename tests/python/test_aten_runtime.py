@@ -430,3 +430,104 @@ def test_planned_runtime_matches_python_on_random_graphs(tmp_path, graph, rows):
         for a, b in zip(got, want):
             torch.testing.assert_close(a, b, equal_nan=True)
 
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+        self.register_buffer('scale', torch.ones(3))
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) * self.scale
+
+
+@pytest.fixture
+def scaled_file(tmp_path):
+    torch.manual_seed(0)
+    path = tmp_path / 'scaled.fxpt'
+    aten.save(aten.lower(fxcpp.symbolic_trace(_Scaled().eval()), torch.randn(2, 4)), path)
+    return path
+
+
+def test_assigning_a_loaded_tensor_changes_what_runs(scaled_file):
+    """m.lin.weight = t, register_buffer/register_parameter of a loaded name, setattr and
+    load_state_dict(assign=True) reach the C++ runtime, as load_state_dict does: the module
+    computes what an eager module given the same tensors computes, and what the Python runtime
+    (whose get_attr reads the attribute) computes (Note [Assigning a loaded tensor])."""
+    x = torch.randn(5, 4)
+    m = aten.load(scaled_file, runtime='cpp', mmap=False)
+    py = aten.load(scaled_file, runtime='python', mmap=False)
+    eager = _Scaled().eval()
+    eager.load_state_dict(m.state_dict())
+    torch.testing.assert_close(m(x), eager(x))
+
+    def check():
+        for k, v in eager.state_dict().items():
+            assert torch.equal(m.state_dict()[k], v), k
+        torch.testing.assert_close(m(x), eager(x))
+        torch.testing.assert_close(py(x), eager(x))
+
+    w = torch.randn(3, 4)
+    m.lin.weight = w
+    py.lin.weight = torch.nn.Parameter(w.clone())
+    eager.lin.weight = torch.nn.Parameter(w.clone())  # plain nn.Module: the attribute is rebound
+    assert m.lin.weight is not w and not m.lin.weight.requires_grad  # copied into the runtime's tensor
+    check()
+    s = torch.full((3,), 2.5)
+    m.register_buffer('scale', s)
+    py.register_buffer('scale', s.clone())
+    eager.register_buffer('scale', s.clone())
+    check()
+    b = torch.nn.Parameter(torch.randn(3))
+    m.lin.register_parameter('bias', b)
+    setattr(py.lin, 'bias', torch.nn.Parameter(b.detach().clone()))
+    eager.lin.bias = torch.nn.Parameter(b.detach().clone())
+    check()
+    setattr(m.lin, 'bias', b.detach().double())  # the runtime's tensor keeps its dtype, as load_state_dict does
+    assert m.lin.bias.dtype == torch.float32
+    torch.testing.assert_close(m(x), eager(x))
+    state = {k: torch.randn_like(v) for k, v in m.state_dict().items()}
+    m.load_state_dict(state, assign=True)
+    py.load_state_dict(state)
+    eager.load_state_dict(state)
+    check()
+    m.lin.weight += 1  # in place, then assigned to itself
+    eager.lin.weight.data += 1
+    torch.testing.assert_close(m(x), eager(x))
+    # Names that are not the runtime's work as on any module, and change nothing that runs.
+    m.note = 'mine'
+    m.register_buffer('extra', torch.ones(2))
+    m.lin.other = torch.nn.Identity()
+    assert m.note == 'mine' and 'extra' in m.state_dict()
+    torch.testing.assert_close(m(x), eager(x))
+    assert repr(m).startswith('CppModule(\n  inputs=') and '(lin): Module(\n' in repr(m)
+
+
+def test_what_cannot_reach_the_runtime_is_refused(scaled_file):
+    x = torch.randn(2, 4)
+    m = aten.load(scaled_file, runtime='cpp')
+    before = m(x)
+    state = {k: v.clone() for k, v in m.state_dict().items()}
+    refusals = [
+        (lambda: setattr(m.lin, 'weight', torch.randn(4, 3)), RuntimeError,
+         r"shape \[4, 3\] to 'lin\.weight', one of the tensors the C\+\+ runtime runs with, of shape \[3, 4\]"),
+        (lambda: setattr(m, 'scale', torch.ones(1)), RuntimeError, r"'scale'.*so the shape must stay"),
+        (lambda: setattr(m.lin, 'weight', None), TypeError, r"cannot assign a NoneType to 'lin\.weight'"),
+        (lambda: m.register_buffer('scale', None), TypeError, "cannot assign a NoneType to 'scale'"),
+        (lambda: m.lin.register_parameter('bias', None), TypeError, "cannot assign a NoneType to 'lin.bias'"),
+        (lambda: setattr(m, 'scale', 2.0), TypeError, "assign a tensor of shape"),
+        (lambda: m.register_buffer('scale', torch.ones(3), persistent=False), RuntimeError, 'persistent=False'),
+        (lambda: delattr(m.lin, 'weight'), RuntimeError, r"cannot delete 'lin\.weight'"),
+        (lambda: setattr(m, 'lin', torch.nn.Linear(4, 3)), RuntimeError,
+         r"submodule 'lin': it holds tensors the C\+\+ runtime runs with \('lin\.bias', 'lin\.weight'\).*"
+         r"load_state_dict"),
+        (lambda: m.add_module('lin', torch.nn.Identity()), RuntimeError, "submodule 'lin'"),
+        (lambda: delattr(m, 'lin'), RuntimeError, "submodule 'lin'"),
+    ]
+    for call, error, message in refusals:
+        with pytest.raises(error, match=message):
+            call()
+    for k, v in m.state_dict().items():
+        assert torch.equal(v, state[k]), k
+    assert torch.equal(m(x), before)

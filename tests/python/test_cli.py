@@ -574,3 +574,96 @@ def test_argv_fuzz_never_tracebacks(workdir, small_fxpt, capsys, monkeypatch, cm
     assert "Traceback" not in err, (argv, err)
     if code not in (0, None):
         assert err.startswith("fxcpp: error:") or "usage:" in err, (argv, err)
+
+
+# ---------------------------------------------------------------------------------------
+# --input-shape: every value is a shape or a usage error naming what is wrong (issue 35, item 5)
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape, needle", [
+    ("99999999999999999999,4", "dimension 0 is 99999999999999999999; each dimension must be a positive integer of "
+                               "at most 2**63-1"),
+    ("4,9223372036854775808", "dimension 1 is 9223372036854775808"),
+    ("9" * 5000, "dimension 0 is 999"),                     # more digits than int() takes
+    ("0,4", "dimension 0 is 0"),
+    ("4294967296,4294967296", "18446744073709551616 elements, more than a tensor may have"),
+    (",".join(["1"] * 65), "65 dimensions, more than the 64"),
+    ("-1,4", "expected comma-separated positive integers"),
+    ("1.5,4", "expected comma-separated positive integers"),
+    ("1e3", "expected comma-separated positive integers"),
+    ("+4", "expected comma-separated positive integers"),
+    ("\u00b2,4", "expected comma-separated positive integers"),  # str.isdigit() says yes, int() says no
+    ("\u0663,4", "expected comma-separated positive integers"),  # an Arabic-Indic 3: not ASCII
+    ("1,,4", "expected comma-separated positive integers"),
+    ("", "expected comma-separated positive integers"),
+])
+def test_bad_input_shapes_are_usage_errors(workdir, small_fxpt, tmp_path, capsys, monkeypatch, shape, needle):
+    from fxcpp.cli import EXIT_USAGE, main
+    monkeypatch.chdir(workdir)
+    monkeypatch.syspath_prepend(str(workdir))
+    for argv in (["run", str(small_fxpt), f"--input-shape={shape}"],
+                 ["show", "mymodels:Small", f"--input-shape={shape}", "-f", "table"],
+                 ["show", "mymodels:Small", f"--input-shape={shape}", "-f", "svg"],
+                 ["export", "mymodels:Small", f"--input-shape={shape}", "-o", str(tmp_path / "x.fxpt")]):
+        assert main(argv) == EXIT_USAGE, argv
+        err = capsys.readouterr().err
+        assert err.startswith("fxcpp: error: bad --input-shape") and needle in err and "Traceback" not in err, \
+            (argv, err)
+        assert len(err.splitlines()) <= 3, err  # the error line and a hint, however long the shape
+    assert not (tmp_path / "x.fxpt").exists()
+
+
+def test_a_huge_dimension_is_a_usage_error(workdir, small_fxpt):
+    """The reported case, through the real command line: a traceback before."""
+    p = run(workdir, "run", str(small_fxpt), "--input-shape", "99999999999999999999,4")
+    assert_clean_error(p, "bad --input-shape '99999999999999999999,4': dimension 0 is 99999999999999999999",
+                       "hint:", code=2)
+
+
+def test_good_input_shapes_parse():
+    from fxcpp.cli import parse_shape
+    assert parse_shape("1,3,224,224") == parse_shape(" 1 x 3x224 ,224 ") == (1, 3, 224, 224)
+    assert parse_shape("007") == (7,)
+    assert parse_shape(",".join(["1"] * 64)) == (1,) * 64
+    assert parse_shape(f"{2 ** 63 - 1}") == (2 ** 63 - 1,)
+    assert parse_shape([2, 4]) == (2, 4)
+
+
+_SHAPE_TEXT = st.one_of(
+    st.text(alphabet="0123456789,x -+.e\u00b2\u0663\t", max_size=30),
+    st.lists(st.integers(-3, 2 ** 70), max_size=70).map(lambda dims: ",".join(map(str, dims))),
+    st.text(max_size=16))
+
+
+@settings(max_examples=int(os.environ.get("FXCPP_HYPOTHESIS_MAX_EXAMPLES", 60)), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(text=_SHAPE_TEXT)
+def test_input_shape_fuzz_never_tracebacks(workdir, small_fxpt, capsys, monkeypatch, text):
+    """Any --input-shape text: parse_shape gives positive dimensions of at most 2**63-1 elements
+    in all, or a usage error; `fxcpp run` with it ends with a status and no traceback."""
+    import math
+
+    import torch
+    from fxcpp.cli import EXIT_USAGE, CliError, main, parse_shape
+    fields = [f.strip() for f in text.strip().replace("x", ",").split(",")]
+    try:
+        dims = parse_shape(text)
+    except CliError as e:
+        assert e.code == EXIT_USAGE and str(e).startswith("bad --input-shape"), (text, str(e))
+        dims = None
+    else:
+        assert all(re.fullmatch("[0-9]+", f) for f in fields) and dims == tuple(int(f) for f in fields), text
+        assert all(d > 0 for d in dims) and len(dims) <= 64 and math.prod(dims) <= 2 ** 63 - 1, text
+    if dims is not None and 4096 < math.prod(dims) < 2 ** 50:
+        return  # an input this machine might really allocate: not in a test
+    monkeypatch.chdir(workdir)
+    threads = torch.get_num_threads()
+    try:
+        code = main(["run", str(small_fxpt), f"--input-shape={text}", "--repeat", "1"])
+    finally:
+        torch.set_num_threads(threads)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, (text, err)
+    assert code == 0 or err.startswith("fxcpp: error:"), (text, code, err)
+    if dims is None:
+        assert code == EXIT_USAGE, (text, err)

@@ -250,11 +250,10 @@ def test_transformer_encoder(tmp_path):
                                              batch_first=True)
     model = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
     path = _export(tmp_path, model, (torch.randn(2, 5, 16),))
-    # aten::scaled_dot_product_attention is off the allow-list (not core ATen,
-    # not yet probed with hostile arguments): refused unless trusted.
-    with pytest.raises(ValueError, match='scaled_dot_product_attention.*trusted=True'):
-        fxcpp.aten.load(path, runtime='cpp')
-    _check(path, (torch.randn(2, 5, 16),), trusted=True)
+    # aten::scaled_dot_product_attention is allowed (probed with hostile arguments,
+    # issue 35): the default policy loads it.
+    assert any('scaled_dot_product_attention' in n for n in fxcpp._C_torch.allowed_operators())
+    _check(path, (torch.randn(2, 5, 16),))
 
 
 def test_gpt2_style_decoder_dynamic_batch_and_length(tmp_path):

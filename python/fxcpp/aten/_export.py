@@ -1,5 +1,6 @@
 """torch.export's ExportedProgram as an fxcpp GraphModule: ``from_exported_program``."""
 import io
+import os
 
 from .. import _torch_compat
 from ._format import _graph_module
@@ -7,7 +8,7 @@ from ._format import _graph_module
 __all__ = ['from_exported_program']
 
 
-def from_exported_program(ep):
+def from_exported_program(ep, *, trusted: bool = False):
     """The fxcpp GraphModule of ``ep``, a ``torch.export.ExportedProgram``:
     calling it equals ``ep.module()(*args)``; it prints, edits and runs like
     any GraphModule, and ``fxcpp.aten.save(gm, 'm.pt2')`` writes it back as an
@@ -24,7 +25,19 @@ def from_exported_program(ep):
     operator allow-list for files from strangers does not apply. What the
     reader cannot express (keyword or container inputs, higher-order
     operators, TorchBind objects, ...) raises ValueError saying why.
+
+    ``ep`` may also be the path (str or os.PathLike) of a ``.pt2`` archive,
+    such as ``torch.export.save`` writes: it is then read by fxcpp's own reader,
+    as ``fxcpp.aten.load(path, runtime='python', trusted=trusted)`` reads it,
+    never by ``torch.export.load`` (which unpickles: a weight stored pickled
+    runs its author's code; docs/untrusted_files.md). A file is not the
+    caller's own program: the operator allow-list applies unless
+    ``trusted=True`` (only for files you made yourself). ``trusted`` has no
+    effect on an ExportedProgram.
     """
+    if isinstance(ep, (str, os.PathLike)):
+        from ._runtime import load
+        return load(ep, runtime='python', trusted=trusted)
     save = _torch_compat.EXPORT_SAVE
     if save is None:
         import torch

@@ -12,8 +12,9 @@ torch.fx mirror (python/fxcpp/explorer), not under fxcpp.passes.
 import html
 import json
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
+from .._spec import is_file, pt2_shapes, resolve
 from ._model import GraphData
 
 __all__ = ["Explorer", "explore", "explore_diff", "load"]
@@ -110,23 +111,38 @@ def _name_of(obj, default: str) -> str:
     return default
 
 
-def load(spec: str, input_shape=None):
-    """A graph from a CLI-style spec: a .fxpt file, a .pt2 file (torch.export),
-    or MODULE:CALLABLE (traced by fxcpp; ShapeProp-like shapes with
-    `input_shape`)."""
-    from fxcpp import cli
-    if spec.endswith(".pt2"):
-        import torch
-        if not hasattr(torch, "export"):
-            raise cli.CliError(f"cannot read {spec}: torch.export needs torch 2.x")
-        return torch.export.load(spec)
-    if cli._is_fxpt(spec):
-        return cli._load_fxpt(spec, "python", False)
-    model = cli.instantiate(cli.load_callable(spec), spec)
-    gm = cli.trace(model, spec)
-    if input_shape is not None:
-        cli.propagate_shapes(gm, input_shape)
-    return gm
+def load(spec, input_shape=None, *, trusted: bool = False, concrete_args: Optional[Dict[str, Any]] = None,
+         leaf_modules: Sequence[str] = ()):
+    """The graph a spec names, resolved as the command line's ``fxcpp show``
+    resolves it (fxcpp._spec.resolve, the one resolver of both):
+
+    * a ``.fxpt`` or ``.pt2`` file (a str or os.PathLike), read by fxcpp's own
+      reader as ``fxcpp.aten.load(path, runtime='python', trusted=trusted)``
+      reads it: no pickle, nothing from the file runs while it is read (a
+      ``.pt2`` is never opened with ``torch.export.load``, which unpickles;
+      docs/untrusted_files.md), and the GraphModule has the Python runtime's
+      protections should it be run. ``trusted=True`` lifts the operator policy
+      for a file you made yourself. A ``.pt2`` value's serialized shape is kept
+      as ``node.meta['fxcpp_shape']``;
+    * ``MODULE:CALLABLE``, imported and traced by fxcpp (``concrete_args`` and
+      ``leaf_modules`` as the command line's --concrete-args and
+      --leaf-module), with ShapeProp-like shapes when ``input_shape`` (a tuple,
+      or text such as ``'1,3,224,224'``) is given.
+
+    A spec that cannot be read or traced raises ValueError (fxcpp._spec.SpecError)
+    saying why, with a hint in its ``hint`` attribute."""
+    return _load(spec, input_shape, trusted, concrete_args, leaf_modules, "python")
+
+
+def _load(spec, input_shape=None, trusted: bool = False, concrete_args=None, leaf_modules=(), runtime="show"):
+    """load(); runtime='show' reads a file only to draw it (explore, explore_diff), never to run it."""
+    path = os.fsdecode(os.fspath(spec))
+    if is_file(path):
+        gm = resolve(path, trusted=trusted, opt_in="trusted=True", runtime=runtime)
+        pt2_shapes(gm)
+        return gm
+    return resolve(path, input_shape=input_shape, concrete_args=concrete_args, leaf_modules=leaf_modules,
+                   opt_in="trusted=True")
 
 
 def _check_size(obj) -> None:
@@ -141,14 +157,16 @@ def _check_size(obj) -> None:
                          "explore a submodule, or split the graph (fxcpp.passes.split_module)")
 
 
-def explore(obj, name: Optional[str] = None, max_children: Optional[int] = None) -> Explorer:
+def explore(obj, name: Optional[str] = None, max_children: Optional[int] = None, *,
+            trusted: bool = False) -> Explorer:
     """An Explorer page for a GraphModule, a Graph (fxcpp or torch.fx), an
-    ExportedProgram, or a spec load() reads (a .fxpt or .pt2 file,
-    MODULE:CALLABLE). Nodes are grouped by module; each group's layout comes
-    from the C++ core."""
+    ExportedProgram, or a spec load() reads (a .fxpt or .pt2 file, read by
+    fxcpp's reader only to be drawn: nothing from it runs; MODULE:CALLABLE).
+    ``trusted`` is load()'s, for a file you made yourself. Nodes are grouped by module;
+    each group's layout comes from the C++ core."""
     if isinstance(obj, (str, os.PathLike)):
         spec = os.fspath(obj)
-        obj = load(spec)
+        obj = _load(spec, trusted=trusted)
         name = name or os.path.basename(spec)
     _check_size(obj)
     data = GraphData(obj, **({"max_children": max_children} if max_children else {}))
@@ -157,13 +175,14 @@ def explore(obj, name: Optional[str] = None, max_children: Optional[int] = None)
     return Explorer(data, name or _name_of(obj, "graph"))
 
 
-def explore_diff(before, after, name: Optional[str] = None) -> Explorer:
+def explore_diff(before, after, name: Optional[str] = None, *, trusted: bool = False) -> Explorer:
     """One drawing of `after` with the nodes of `before` it lost: nodes
     matched by name and structure (the C++ core's graph_diff), added,
-    removed and changed nodes marked, groups containing changes flagged."""
+    removed and changed nodes marked, groups containing changes flagged.
+    Either side may be a spec load() reads (``trusted`` is load()'s)."""
     from fxcpp import _C
-    before = load(os.fspath(before)) if isinstance(before, (str, os.PathLike)) else before
-    after = load(os.fspath(after)) if isinstance(after, (str, os.PathLike)) else after
+    before = _load(before, trusted=trusted) if isinstance(before, (str, os.PathLike)) else before
+    after = _load(after, trusted=trusted) if isinstance(after, (str, os.PathLike)) else after
     _check_size(before)
     _check_size(after)
     b = GraphData(before)
