@@ -449,6 +449,17 @@ def _extra_table():
          (r(2, 3, 4), r(3), r(3), r(3), r(3).abs() + 0.5, 0.1, 1e-5), {}),
         (getattr(getattr(A, '_native_batch_norm_legit', None), 'no_stats', None),
          (r(2, 3, 4), r(3), r(3), True, 0.1, 1e-5), {}),
+        # what torch.export emits for HF transformers (issue 35's allow-list additions)
+        (A.__and__.Tensor, (cond(3, 4), cond(3, 4)), {}),
+        (A.__and__.Scalar, (i(3, 4, high=8), 5), {}),
+        (A.__or__.Tensor, (cond(3, 4), cond(4)), {}),
+        (A.__or__.Scalar, (i(3, 4, high=8), 2), {}),
+        (A.__xor__.Tensor, (i(3, 4, high=8), i(3, 4, high=8)), {}),
+        (A.__xor__.Scalar, (cond(3, 4), True), {}),
+        (A.lift_fresh_copy.default, (r(3, 4),), {}),
+        (A._weight_norm.default, (r(4, 3), r(4, 1).abs() + 0.5, 0), {}),
+        (getattr(getattr(A, 'scaled_dot_product_attention', None), 'default', None),
+         (r(2, 3, 5, 8), r(2, 3, 6, 8), r(2, 3, 6, 8)), {}),
     ]
     return [(func, args, kwargs, any(w in qualified(func) for w in _UNDETERMINED)) for func, args, kwargs in t
             if func is not None]
