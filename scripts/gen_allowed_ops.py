@@ -124,8 +124,9 @@ EXCLUDED = {
 # nn.TransformerEncoder and two GPT-2-style decoders on torch 2.14.1; the survey in
 # docs/design.md) need two operators the sets above refused: the batch-norm kernels
 # (now allowed behind a guard, below) and as_strided (convnext and swin: adaptive_avg_pool2d
-# of a channels-last tensor), which refusal() keeps off: raw offsets; the C++ runtime's
-# view guard makes it memory-safe there, the Python runtime on torch 1.13 has no such check.
+# of a channels-last tensor). as_strided is the one raw-offset operator refusal() admits: its
+# guard, in both runtimes, keeps the view inside the elements its input spans (guard_view in
+# src/torch/policy.cpp); as_strided_ and the rest of RAW_WORDS stay refused.
 
 # Allowed behind a guard (Note [Argument guards] in include/fxcpp/torch/policy.h):
 #   repeat_interleave: torch 1.13 crashes (SIGSEGV) on
@@ -171,7 +172,8 @@ def refusal(base):
     """Mirror of refusal_by_name() in src/torch/policy.cpp: why `base` is refused, or None."""
     if any(w in base for w in FILE_WORDS):
         return 'it reads or writes files'
-    if (any(w in base for w in RAW_WORDS) or base in ('set', 'set_') or base.startswith(('set_', '_set_', '_make_'))):
+    if ((any(w in base for w in RAW_WORDS) and base != 'as_strided') or base in ('set', 'set_') or
+            base.startswith(('set_', '_set_', '_make_'))):
         return 'it takes raw storages, pointers or offsets without checking them'
     if any(w in base for w in OPAQUE_WORDS) or base.startswith(('q_', '_q_')) or base in OPAQUE_NAMES:
         return 'it builds or reads sparse, quantized or opaque tensors without checking their invariants'

@@ -78,7 +78,7 @@ class Plan {
     bool fresh = false;
     /// Checks the arguments before the kernel runs (Note [Argument guards] in
     /// policy.h); null for most operators.
-    ArgumentGuard guard = nullptr;
+    const ArgumentGuard* guard = nullptr;
   };
 
   using TensorTensorScalarOut = at::Tensor&(const at::Tensor&, const at::Tensor&, const c10::Scalar&, at::Tensor&);

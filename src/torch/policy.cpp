@@ -7,7 +7,12 @@
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/api/include/torch/version.h>
 
+#include <ATen/MemoryOverlap.h>
+
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 
 namespace fxcpp::torch {
@@ -32,8 +37,10 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 std::string refusal_by_name(const std::string& base) {
   for (const char* p : {"file", "save", "load", "mmap"})
     if (contains(base, p)) return "it reads or writes files";
+  // as_strided itself is allowed: its guard keeps the view inside its input (guard_view).
   for (const char* p : {"as_strided", "unsafe", "from_blob", "storage", "data_ptr"})
-    if (contains(base, p)) return "it takes raw storages, pointers or offsets without checking them";
+    if (contains(base, p) && base != "as_strided")
+      return "it takes raw storages, pointers or offsets without checking them";
   if (base == "set" || base == "set_" || starts_with(base, "set_") || starts_with(base, "_set_") ||
       starts_with(base, "_make_"))
     return "it takes raw storages, pointers or offsets without checking them";
@@ -149,6 +156,11 @@ bool int_list(const c10::IValue& v, std::vector<int64_t>* out) {
 // as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None), as_strided_ and
 // _reshape_alias(Tensor(a) self, SymInt[] size, SymInt[] stride): the view they return must stay inside
 // self's storage. Arguments the kernel refuses on its own (ranks that differ, a non-tensor) are left to it.
+// as_strided and as_strided_ (on the allow-list: core-ATen exports of convnext and swin call as_strided) keep
+// to the elements self spans, [the lowest, the highest element offset of self], not its whole storage: the
+// storage may be a planned buffer that held another value of this call or of an earlier one (Note [Memory
+// planning]), so a view past self's own elements would read what the program never computed in this call.
+template <bool kWithinSelf>
 void guard_view(const std::vector<c10::IValue>& s) {
   if (s.size() < 3 || !s[0].isTensor()) return;
   const at::Tensor& self = s[0].toTensor();
@@ -158,7 +170,19 @@ void guard_view(const std::vector<c10::IValue>& s) {
   int64_t offset = self.storage_offset();
   if (s.size() > 3 && s[3].isInt()) offset = s[3].toInt();
   const c10::TensorImpl* impl = self.unsafeGetTensorImpl();
-  check_view_extent("the view", offset, sizes, strides, self.dtype().itemsize(), impl->unsafe_storage().nbytes());
+  const size_t itemsize = self.dtype().itemsize();
+  if (!kWithinSelf) {
+    check_view_extent("the view", offset, sizes, strides, itemsize, impl->unsafe_storage().nbytes());
+    return;
+  }
+  // self's span: the loaded and computed tensors' extents are checked (offset >= 0, strides >= 0, inside
+  // their storage), so these sums do not overflow.
+  int64_t lo = self.storage_offset(), span = self.numel() == 0 ? 0 : 1;
+  for (int64_t d = 0; span && d < self.dim(); ++d) span += (self.size(d) - 1) * std::max<int64_t>(self.stride(d), 0);
+  int64_t rel = 0;
+  if (__builtin_sub_overflow(offset, lo, &rel)) rel = -1;
+  check_view_extent("the view", rel, sizes, strides, itemsize, static_cast<size_t>(span) * itemsize,
+                    "the elements of its input");
 }
 
 // The batch-norm kernels (native_batch_norm, _native_batch_norm_legit and its
@@ -397,7 +421,9 @@ void guard_rnn(const std::vector<c10::IValue>& s) {
   if (!s[base + 3].isBool() || !s[base + 4].isInt() || !s[base + 7].isBool()) return;  // the schema binding refuses
   const bool biases = s[base + 3].toBool(), bidirectional = s[base + 7].toBool();
   const int64_t layers = s[base + 4].toInt(), dirs = bidirectional ? 2 : 1;
-  if (layers < 1) fail("num_layers is " + std::to_string(layers) + ", it must be at least 1");
+  // Bounded before layers * dirs * per below can overflow.
+  if (layers < 1 || layers > (int64_t(1) << 20))
+    fail("num_layers is " + std::to_string(layers) + ", it must be in [1, 2^20]");
   if (!input.defined()) fail("the input is None");
   const auto dtype = input.scalar_type();
   int64_t batch = 0, features = 0;
@@ -429,7 +455,6 @@ void guard_rnn(const std::vector<c10::IValue>& s) {
   }
   const int64_t per = biases ? 4 : 2;
   const size_t plain = static_cast<size_t>(layers * dirs * per);
-  if (layers > (int64_t(1) << 20)) fail("num_layers is " + std::to_string(layers));
   const bool proj = kGates == 4 && params.size() == static_cast<size_t>(layers * dirs * (per + 1));
   if (params.size() != plain && !proj)
     fail("params has " + std::to_string(params.size()) + " tensors; " + std::to_string(layers) + " layer(s), " +
@@ -482,7 +507,7 @@ void guard_rnn(const std::vector<c10::IValue>& s) {
 }  // namespace
 
 void check_view_extent(const char* what, int64_t offset, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                       size_t itemsize, size_t storage_bytes) {
+                       size_t itemsize, size_t storage_bytes, const char* within) {
   bool empty = false;
   bool ok = offset >= 0 && sizes.size() == strides.size();
   for (size_t d = 0; ok && d < sizes.size(); ++d) {
@@ -506,15 +531,18 @@ void check_view_extent(const char* what, int64_t offset, c10::IntArrayRef sizes,
     shape += (d ? ", " : "") + (d < sizes.size() ? std::to_string(sizes[d]) : std::string("?")) + ":" +
              (d < strides.size() ? std::to_string(strides[d]) : std::string("?"));
   throw Error(std::string(what) + " (offset " + std::to_string(offset) + ", size:stride " + shape +
-              ") reaches outside its storage of " + std::to_string(storage_bytes) +
-              " bytes; the runtime refuses views that read or write other memory");
+              ") reaches outside " + within + " (" + std::to_string(storage_bytes) +
+              " bytes); the runtime refuses views that read or write other memory");
 }
 
-ArgumentGuard argument_guard(const AtenOp& op) {
+namespace {
+
+// The hand-written check of `op`, or null (Note [Argument guards]).
+ArgumentGuard::Check hand_written_check(const AtenOp& op) {
   const c10::OperatorName& name = op.handle.schema().operator_name();
-  if ((name.name == "aten::as_strided" || name.name == "aten::as_strided_" || name.name == "aten::_reshape_alias") &&
-      name.overload_name.empty())
-    return guard_view;
+  if ((name.name == "aten::as_strided" || name.name == "aten::as_strided_") && name.overload_name.empty())
+    return guard_view<true>;
+  if (name.name == "aten::_reshape_alias" && name.overload_name.empty()) return guard_view<false>;
   if (name.name == "aten::native_batch_norm" || name.name == "aten::_native_batch_norm_legit" ||
       name.name == "aten::_native_batch_norm_legit_no_training" ||
       name.name == "aten::_native_batch_norm_legit_functional") {
@@ -548,6 +576,82 @@ ArgumentGuard argument_guard(const AtenOp& op) {
   if (name.overload_name == "self_Tensor") return guard_repeat_interleave_self_tensor;
   if (name.overload_name == "Tensor") return guard_repeat_interleave_tensor;
   return nullptr;
+}
+
+// ---- Note [Guards the schema implies] -------------------------------------------------
+
+// The argument names whose ints are window or padding geometry.
+bool is_window_name(const std::string& n) {
+  for (const char* w : {"kernel_size", "stride", "padding", "dilation", "output_padding", "output_size", "groups",
+                        "pad"})
+    if (n == w) return true;
+  return false;
+}
+
+// An int, SymInt, int[] or SymInt[] argument, optional or not.
+bool is_int_or_int_list(c10::TypePtr t) {
+  if (t->kind() == c10::TypeKind::OptionalType) t = t->containedTypes().at(0);
+  if (t->kind() == c10::TypeKind::IntType || t->kind() == c10::TypeKind::SymIntType) return true;
+  if (t->kind() != c10::TypeKind::ListType) return false;
+  const auto e = t->containedTypes().at(0)->kind();
+  return e == c10::TypeKind::IntType || e == c10::TypeKind::SymIntType;
+}
+
+constexpr int64_t kMaxGeometry = int64_t(1) << 31;
+
+void check_geometry(const std::string& op, const char* arg, int64_t v) {
+  if (v > -kMaxGeometry && v < kMaxGeometry) return;
+  throw Error(op + ": argument '" + arg + "' is " + std::to_string(v) +
+              ", outside (-2^31, 2^31) (window and padding sizes; Note [Guards the schema implies])");
+}
+
+}  // namespace
+
+void ArgumentGuard::operator()(const std::vector<c10::IValue>& s) const {
+  if (check_) check_(s);  // first: its messages are the more specific
+  for (const Arg& a : bounded_) {
+    if (a.index >= s.size()) continue;
+    const c10::IValue& v = s[a.index];
+    if (v.isInt()) {
+      check_geometry(op_, a.name, v.toInt());
+    } else if (v.isList()) {
+      for (const c10::IValue& i : v.toListRef())
+        if (i.isInt()) check_geometry(op_, a.name, i.toInt());
+    }
+  }
+  for (const Arg& a : written_) {
+    if (a.index >= s.size() || !s[a.index].isTensor()) continue;
+    const at::Tensor& t = s[a.index].toTensor();
+    if (t.defined() && t.layout() == c10::Layout::Strided && at::has_internal_overlap(t) == at::MemOverlap::Yes)
+      throw Error(op_ + ": argument '" + a.name + "' of shape " + shape_of(t) +
+                  " is written and overlaps itself (a stride-0 dimension); write into a tensor whose elements "
+                  "are distinct, e.g. x.contiguous() (Note [Guards the schema implies])");
+  }
+}
+
+const ArgumentGuard* argument_guard(const AtenOp& op) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<ArgumentGuard>> table;  // null entries: no guard
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = table.find(op.qualified);
+  if (it != table.end()) return it->second.get();
+  auto guard = std::make_unique<ArgumentGuard>();
+  const c10::FunctionSchema& schema = op.handle.schema();
+  const std::string& qualified = schema.name();
+  guard->op_ = qualified.substr(qualified.find("::") == std::string::npos ? 0 : qualified.find("::") + 2);
+  guard->check_ = hand_written_check(op);
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::Argument& a = args[i];
+    if (is_window_name(a.name()) && is_int_or_int_list(a.type()))
+      guard->bounded_.push_back({static_cast<uint32_t>(i), a.name().c_str()});
+    c10::TypePtr t = a.type();
+    if (t->kind() == c10::TypeKind::OptionalType) t = t->containedTypes().at(0);
+    if (a.alias_info() && a.alias_info()->isWrite() && t->kind() == c10::TypeKind::TensorType)
+      guard->written_.push_back({static_cast<uint32_t>(i), a.name().c_str()});
+  }
+  if (guard->empty()) guard.reset();
+  return table.emplace(op.qualified, std::move(guard)).first->second.get();
 }
 
 std::string hard_refusal(const c10::FunctionSchema& schema) {

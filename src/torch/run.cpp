@@ -706,7 +706,7 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
             auto& stack = f.stack;
             for (const Operand& o : in.out_operands) stack.push_back(eval(o, f));
             stack.emplace_back(f.outs[in.managed]);
-            if (in.guard) in.guard(stack);
+            if (in.guard) (*in.guard)(stack);
             in.out_op->handle.callBoxed(&stack);
             f.slots[in.out] = std::move(stack[0]);
             stack.clear();
@@ -724,7 +724,7 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
       } else if (in.op) {
         auto& stack = f.stack;
         for (const Operand& o : in.operands) stack.push_back(eval(o, f));
-        if (in.guard) in.guard(stack);
+        if (in.guard) (*in.guard)(stack);
         const bool check = in.fresh && num_managed && !f.unplanned;
         if (check) {
           f.arg_storages.clear();

@@ -92,12 +92,24 @@ TEST(Policy, FromFileWriterIsRefusedAndWritesNothing) {
   EXPECT_FALSE(exists(marker));
 }
 
-TEST(Policy, AsStridedWithAHugeOffsetIsRefused) {
+TEST(Policy, AsStridedLoadsAndItsGuardRefusesAHugeOffset) {
+  // as_strided is allowed (core-ATen exports of convnext and swin call it); its
+  // argument guard keeps the view inside the elements of its input, so a file
+  // with an offset of 2^62 loads and its call is refused (Note [Argument guards]).
   Graph g;
   Node* x = g.placeholder("x");
   Node* v = g.call_function(aten_op("aten::as_strided"), {N(x), L({I(4)}), L({I(1)}), I(int64_t(1) << 62)});
   g.output(N(v));
-  expect_refused(save_to_buffer(g, {}), "aten::as_strided", "it takes raw storages, pointers or offsets");
+  const std::string bytes = save_to_buffer(g, {});
+  Module m = load_from_buffer(bytes.data(), bytes.size());
+  try {
+    m.forward({at::randn({6})});
+    ADD_FAILURE() << "an as_strided view outside its input ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("reaches outside the elements of its input"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(argument_guard(*as_aten_op(aten_op("aten::as_strided"))), nullptr);
+  EXPECT_FALSE(hard_refusal(as_aten_op(aten_op("aten::as_strided_"))->handle.schema()).empty());
 }
 
 TEST(Policy, UncheckedSparseTensorIsRefused) {
@@ -231,7 +243,7 @@ TEST(Policy, ListAndHardRefusalsAgree) {
   EXPECT_GT(listed, 150u);
   for (const std::string& e : allow_list_entries()) EXPECT_EQ(e.rfind("aten::", 0), 0u) << e;
   // The hard refusals hold whatever the list says.
-  for (const char* op : {"aten::from_file", "aten::as_strided", "aten::as_strided_", "aten::as_strided_scatter",
+  for (const char* op : {"aten::from_file", "aten::as_strided_", "aten::as_strided_scatter",
                          "aten::set_.source_Storage_storage_offset", "aten::set_.source_Storage",
                          "aten::_sparse_coo_tensor_unsafe", "aten::sparse_coo_tensor.indices", "aten::to_sparse",
                          "aten::_indices", "aten::quantize_per_tensor", "aten::empty.memory_format",
@@ -268,7 +280,8 @@ TEST(Policy, AllowedOperatorsAreWhatFilesMayCall) {
     EXPECT_TRUE(set.count(want)) << want;
   // Off the list: what a refusal hits, what nothing lowers to, and what misbehaved when probed
   // (scripts/gen_allowed_ops.py, EXCLUDED).
-  for (const char* refused : {"aten::from_file", "aten::as_strided", "aten::empty.memory_format", "aten::copy_",
+  EXPECT_TRUE(set.count("aten::as_strided"));  // behind its view guard
+  for (const char* refused : {"aten::from_file", "aten::as_strided_", "aten::empty.memory_format", "aten::copy_",
                               "aten::_sparse_coo_tensor_unsafe", "aten::to_dense", "aten::grid_sampler_2d",
                               "aten::_local_scalar_dense", "aten::_embedding_bag",
                               "aten::reflection_pad1d", "aten::reflection_pad2d"})

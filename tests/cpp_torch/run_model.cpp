@@ -1,6 +1,7 @@
 // fxcpp_torch_run_model: a C++ test driver with no Python in the process.
 //
 //   fxcpp_torch_run_model MODEL IN.bin D0,D1,... OUT.bin [--repeat N] [--dtype int64] [--trusted]
+//                         [--input IN2.bin D0,D1,... float32|int64]...
 //
 // Loads MODEL (.fxpt, or a .pt2 archive: told apart by content) with
 // fxcpp::torch::load (default LoadOptions: the operator allow-list applies, so
@@ -9,7 +10,9 @@
 // tests exported themselves), runs it on the float32 (--dtype int64: int64,
 // e.g. token ids) tensor of shape D0,D1,... read from IN.bin (raw
 // little-endian), N times (default 2:
-// the second forward runs the memory-planned path), and writes every tensor
+// the second forward runs the memory-planned path; each --input adds one more
+// positional input, in order: tests/python/test_argument_guards.py drives its
+// crafted files through it), and writes every tensor
 // of the last output, flattened in output order (dicts in key order), to
 // OUT.bin as float32. tests/python/test_aten_models.py drives it to check
 // lowered torchvision models against eager PyTorch, tests/python/test_pt2_models.py
@@ -18,6 +21,7 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/from_blob.h>
 
+#include <array>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -25,6 +29,23 @@
 #include "fxcpp/torch/module.h"
 
 namespace {
+
+// The tensor of `shape` (D0,D1,...) and `dtype` read from raw little-endian `path`.
+at::Tensor read_input(const std::string& path, const std::string& dims_text, at::ScalarType dtype) {
+  std::vector<int64_t> shape;
+  std::stringstream dims(dims_text);
+  for (std::string d; std::getline(dims, d, ',');) shape.push_back(std::stoll(d));
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && numel > (int64_t(1) << 40) / d)) throw std::runtime_error("bad input shape " + dims_text);
+    numel *= d;
+  }
+  const int64_t item = dtype == at::kLong ? 8 : 4;
+  if (static_cast<int64_t>(bytes.size()) != numel * item) throw std::runtime_error("input size does not match shape");
+  return at::from_blob(bytes.data(), shape, dtype).clone();
+}
 
 void leaves(const c10::IValue& v, std::vector<at::Tensor>& out) {
   if (v.isTensor()) {
@@ -48,6 +69,7 @@ int main(int argc, char** argv) {
   int repeat = 2;
   at::ScalarType dtype = at::kFloat;
   fxcpp::torch::LoadOptions options;
+  std::vector<std::array<std::string, 3>> more;  // --input FILE SHAPE DTYPE
   for (int i = 5; i < argc; ++i) {
     std::string flag = argv[i];
     if (flag == "--repeat" && i + 1 < argc) {
@@ -56,26 +78,24 @@ int main(int argc, char** argv) {
       dtype = std::string(argv[++i]) == "int64" ? at::kLong : at::kFloat;
     } else if (flag == "--trusted") {
       options.trusted = true;
+    } else if (flag == "--input" && i + 3 < argc &&
+               (std::string(argv[i + 3]) == "int64" || std::string(argv[i + 3]) == "float32")) {
+      more.push_back({argv[i + 1], argv[i + 2], argv[i + 3]});
+      i += 3;
     } else {
-      std::cerr << "error: unknown argument '" << flag << "' (--repeat N, --dtype float32|int64, --trusted)\n";
+      std::cerr << "error: unknown argument '" << flag
+                << "' (--repeat N, --dtype float32|int64, --trusted, --input FILE D0,D1,... float32|int64)\n";
       return 2;
     }
   }
   try {
-    std::vector<int64_t> shape;
-    std::stringstream dims(argv[3]);
-    for (std::string d; std::getline(dims, d, ',');) shape.push_back(std::stoll(d));
-    std::ifstream in(argv[2], std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    int64_t numel = 1;
-    for (int64_t d : shape) numel *= d;
-    const int64_t item = dtype == at::kLong ? 8 : 4;
-    if (static_cast<int64_t>(bytes.size()) != numel * item) throw std::runtime_error("input size does not match shape");
-    at::Tensor x = at::from_blob(bytes.data(), shape, dtype).clone();
+    std::vector<c10::IValue> inputs{read_input(argv[2], argv[3], dtype)};
+    for (const auto& extra : more)
+      inputs.emplace_back(read_input(extra[0], extra[1], extra[2] == "int64" ? at::kLong : at::kFloat));
 
     fxcpp::torch::Module m = fxcpp::torch::load(argv[1], options);
     c10::IValue out;
-    for (int i = 0; i < repeat; ++i) out = m.forward({x});
+    for (int i = 0; i < repeat; ++i) out = m.forward(inputs);
     std::vector<at::Tensor> parts;
     leaves(out, parts);
     at::Tensor flat = parts.empty() ? at::Tensor() : at::cat(parts);

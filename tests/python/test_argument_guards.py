@@ -7,6 +7,7 @@ hypothesis test draws shapes and compares with the eager kernel wherever the gua
 rule admits the call, which is the only place the eager kernel may safely be called)."""
 import os
 import re
+import subprocess
 import tempfile
 
 import pytest
@@ -235,15 +236,60 @@ def test_guarded_batch_norm_matches_eager_where_valid(variant, batch, channels, 
 def _guarded_module(tmp_path, name, target, args, inputs):
     doc = _doc([_ph(n) for n in inputs] + [_call('op', target, *args), _out(_ref('op'))])
     path = _write(os.path.join(str(tmp_path), f'{name}.fxpt'), doc)
-    return _Both(aten.load(path, runtime='cpp', mmap=False), aten.load(path, runtime='python', mmap=False))
+    return _Both(aten.load(path, runtime='cpp', mmap=False), aten.load(path, runtime='python', mmap=False), path)
+
+
+# The C++-only runner (no Python in its process), built with the C++ tests.
+DRIVER = os.path.join(os.environ.get('FXCPP_BUILD_DIR', os.path.join(os.path.dirname(__file__), '..', '..', 'build')),
+                      'fxcpp_torch_run_model')
+
+
+def _leaves(v):
+    if isinstance(v, torch.Tensor):
+        return [v.to(torch.float32).reshape(-1)]
+    if isinstance(v, (tuple, list)):
+        return [t for e in v for t in _leaves(e)]
+    return []
+
+
+def _drive(path, args):
+    """The C++-only runner's run of file `path` on tensors `args`: ('ok', its outputs
+    flattened to float32) or ('error', the message), or None where it cannot take them."""
+    if not os.path.exists(DRIVER) or not args or not all(
+            isinstance(a, torch.Tensor) and a.dtype in (torch.float32, torch.int64) and a.is_contiguous()
+            for a in args):
+        return None  # the driver reads contiguous float32 and int64 tensors only
+    with tempfile.TemporaryDirectory() as d:
+        files = []
+        for i, a in enumerate(args):
+            f = os.path.join(d, f'in{i}.bin')
+            with open(f, 'wb') as fh:
+                fh.write(a.contiguous().numpy().tobytes())
+            files.append((f, ','.join(map(str, a.shape)) if a.dim() else '', 'int64' if a.dtype == torch.int64
+                          else 'float32'))
+        if any(not shape for _, shape, _ in files):
+            return None  # the driver's shapes have one dimension or more
+        out = os.path.join(d, 'out.bin')
+        cmd = [DRIVER, str(path), files[0][0], files[0][1], out]
+        cmd += ['--dtype', files[0][2]]
+        for f, shape, dtype in files[1:]:
+            cmd += ['--input', f, shape, dtype]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert proc.returncode in (0, 1), f'the C++ runner died ({proc.returncode}): {proc.stderr[-2000:]}'
+        if proc.returncode == 1:
+            return 'error', proc.stderr
+        with open(out, 'rb') as fh:
+            data = fh.read()
+        return 'ok', torch.frombuffer(bytearray(data), dtype=torch.float32) if data else torch.empty(0)
 
 
 class _Both:
-    """Calls the C++ runtime (twice: the second run is the planned one) and the Python
-    runtime with the same inputs: both must raise the same guard error, or agree."""
+    """Calls the C++ runtime (twice: the second run is the planned one), the Python
+    runtime and the C++-only runner (where it is built and takes the inputs) with the same
+    inputs: all must raise the same guard error, or agree."""
 
-    def __init__(self, cpp, py):
-        self.cpp, self.py = cpp, py
+    def __init__(self, cpp, py, path=None):
+        self.cpp, self.py, self.path = cpp, py, path
 
     def __call__(self, *args):
         results = []
@@ -254,13 +300,21 @@ class _Both:
                 results.append(('error', str(e)))
         kinds = {k for k, _ in results}
         assert len(kinds) == 1, f'the runtimes disagree: {results}'
+        driven = _drive(self.path, args) if self.path is not None else None
+        if driven is not None:
+            assert driven[0] == results[0][0], f'the C++ runner disagrees: {driven} vs {results[0]}'
         if kinds == {'error'}:
             # The C++ runtime names the node before the guard's own message.
             messages = [m.split(' failed: ', 1)[-1] for _, m in results]
             assert len(set(messages)) == 1, messages
+            if driven is not None:
+                assert messages[0] in driven[1], (messages[0], driven[1])
             raise RuntimeError(messages[0])
         for _, r in results[1:]:
             torch.testing.assert_close(r, results[0][1], equal_nan=True)
+        if driven is not None:
+            want = _leaves(results[0][1])
+            torch.testing.assert_close(driven[1], torch.cat(want) if want else torch.empty(0), equal_nan=True)
         return results[0][1]
 
 
@@ -431,3 +485,102 @@ def test_weight_norm_refuses_a_g_it_would_read_out_of_bounds(tmp_path):
             m(*args)
     for g, dim in ((torch.rand(4, 1) + 0.5, 0), (torch.rand(1, 3) + 0.5, 1), (torch.rand(1, 3) + 0.5, -1)):
         torch.testing.assert_close(m(v, g, dim), torch.ops.aten._weight_norm(v, g, dim))
+
+
+# ---- Note [Guards the schema implies]: window and padding ints, written tensors ---------------
+# The kernels the generated sweep (test_guard_sweep.py) found after the hand-written guards:
+# each reproduction is one crafted node, refused in both runtimes with the same message, and
+# the same module then runs valid calls as eager does.
+
+def _schema_rule(target, arg, value):
+    return re.escape(f"{target.split('::')[1].split('.')[0]}: argument '{arg}' is {value}, outside (-2^31, 2^31)")
+
+
+@pytest.mark.parametrize('target, args, bad, arg, valid, eager', [
+    # padding 2**64 // 5 + 1: the output size wraps, the kernel writes out of bounds
+    ('aten::conv2d', lambda p: [_ref('x'), _ref('w'), None, {'list': [1, 1]}, {'list': [p, p]}, {'list': [1, 1]}, 1],
+     2 ** 64 // 5 + 1, 'padding', 1,
+     lambda x, w: torch.ops.aten.conv2d(x, w, None, [1, 1], [1, 1], [1, 1], 1)),
+    ('aten::_convolution', lambda p: [_ref('x'), _ref('w'), None, {'list': [1, 1]}, {'list': [p, p]},
+                                      {'list': [1, 1]}, False, {'list': [0, 0]}, 1, False, False, True, True],
+     2 ** 64 // 5 + 1, 'padding', 1,
+     lambda x, w: torch.ops.aten._convolution(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, False, False,
+                                              True, True)),
+    # conv3d with stride 2**62: an output of uninitialised memory
+    ('aten::conv3d', lambda st: [_ref('x3'), _ref('w3'), None, {'list': [st, 1, 1]}, {'list': [0, 0, 0]},
+                                 {'list': [1, 1, 1]}, 1],
+     2 ** 62, 'stride', 2,
+     lambda x, w: torch.ops.aten.conv3d(x, w, None, [2, 1, 1], [0, 0, 0], [1, 1, 1], 1)),
+])
+def test_convolutions_refuse_geometry_that_wraps(tmp_path, target, args, bad, arg, valid, eager):
+    three = '3d' in target
+    inputs = ['x3', 'w3'] if three else ['x', 'w']
+    x = torch.randn(1, 2, 4, 5, 5) if three else torch.randn(1, 2, 5, 5)
+    w = torch.randn(3, 2, 1, 2, 2) if three else torch.randn(3, 2, 3, 3)
+    with pytest.raises(RuntimeError, match=_schema_rule(target, arg, bad)):
+        _guarded_module(tmp_path, f'{target[6:]}_bad', target, args(bad), inputs)(x, w)
+    m = _guarded_module(tmp_path, f'{target[6:]}_ok', target, args(valid), inputs)
+    for _ in range(2):
+        torch.testing.assert_close(m(x, w), eager(x, w))
+
+
+@pytest.mark.parametrize('target, rank, bad, arg', [
+    ('aten::replication_pad2d', 2, 2 ** 63 - 1, 'padding'),   # reads out of bounds
+    ('aten::replication_pad3d', 3, 2 ** 63 - 1, 'padding'),
+    ('aten::reflection_pad3d', 3, -2 ** 63, 'padding'),       # reads out of bounds
+    ('aten::constant_pad_nd', 1, 2 ** 31, 'pad'),
+])
+def test_padding_kernels_refuse_pads_past_two_to_the_31(tmp_path, target, rank, bad, arg):
+    x = torch.randn(1, 2, *([6] * rank))
+    op = getattr(torch.ops.aten, target[6:])
+    if bad == 2 ** 31:
+        bad_pads = [bad] + [0] * (2 * rank - 1)
+    else:
+        bad_pads = [bad] * (2 * rank)
+    with pytest.raises(RuntimeError, match=_schema_rule(target, arg, bad)):
+        _guarded_module(tmp_path, f'{target[6:]}_bad', target, [_ref('x'), {'list': bad_pads}], ['x'])(x)
+    pads = [1, 2] * rank
+    m = _guarded_module(tmp_path, f'{target[6:]}_ok', target, [_ref('x'), {'list': pads}], ['x'])
+    for _ in range(2):
+        torch.testing.assert_close(m(x), op(x, pads))
+
+
+@pytest.mark.parametrize('target, rank', [('aten::adaptive_avg_pool2d.out', 2),
+                                          ('aten::adaptive_avg_pool3d.out', 3)])
+def test_out_kernels_refuse_an_out_tensor_that_overlaps_itself(tmp_path, target, rank):
+    """adaptive_avg_pool2d.out into an expanded (stride-0) out tensor corrupted the heap."""
+    x = torch.randn(1, 2, *([4] * rank))
+    size = [2] * rank
+    doc = _doc([_ph('x'), _ph('out'),
+                {'op': 'call_function', 'name': 'op', 'target': target, 'args': [_ref('x'), {'list': size}],
+                 'kwargs': {'out': _ref('out')}}, _out(_ref('op'))])
+    path = _write(os.path.join(str(tmp_path), f'{target[6:]}.fxpt'), doc)
+    m = _Both(aten.load(path, runtime='cpp', mmap=False), aten.load(path, runtime='python', mmap=False), path)
+    expanded = torch.zeros(1).expand(1, 2, *size)
+    base = target[6:].split('.')[0]
+    with pytest.raises(RuntimeError, match=re.escape(f"{base}: argument 'out' of shape [1, 2, {', '.join(['2'] * rank)}] "
+                                                     'is written and overlaps itself')):
+        m(x, expanded)
+    for _ in range(2):
+        out = torch.empty(1, 2, *size)
+        got = m(x, out)
+        got = got[0] if isinstance(got, (tuple, list)) else got
+        torch.testing.assert_close(got, getattr(torch.ops.aten, base)(x, size))
+
+
+def test_schema_rules_reach_every_allowed_operator_with_such_arguments():
+    """The rules are derived, not listed: every allowed overload with a window or padding int
+    argument, or a written tensor argument, is guarded; one without either only when it has
+    a hand-written check."""
+    names = ('kernel_size', 'stride', 'padding', 'dilation', 'output_padding', 'output_size', 'groups', 'pad')
+    checked = 0
+    for q in _C_torch.allowed_operators():
+        base, _, overload = q.split('::', 1)[1].partition('.')
+        schema = getattr(getattr(torch.ops.aten, base), overload or 'default')._schema
+        ints = any(a.name in names and ('int' in str(a.type).lower()) for a in schema.arguments)
+        written = any(a.alias_info is not None and a.alias_info.is_write and 'Tensor' in str(a.type)
+                      and 'Tensor[]' not in str(a.type) for a in schema.arguments)
+        if ints or written:
+            assert _C_torch.argument_guarded(q), q
+            checked += 1
+    assert checked > 50

@@ -67,12 +67,8 @@ EXPECTED_FAILURES = {}
 
 # The same for the core-ATen form (ep.run_decompositions()) loaded with the default
 # policy (test_torchvision_core_aten_untrusted): name -> why not yet.
-_AS_STRIDED = ('its core-ATen form calls aten::as_strided (run_decompositions() turns adaptive_avg_pool2d of the '
-               'channels-last tensor after the last permute into mean + as_strided), which a file from an '
-               'untrusted source may not call (hard refusal: raw offsets)')
-CORE_EXPECTED_FAILURES = {n: _AS_STRIDED for n in (
-    'convnext_tiny', 'convnext_small', 'convnext_base', 'convnext_large',
-    'swin_t', 'swin_s', 'swin_b', 'swin_v2_t', 'swin_v2_s', 'swin_v2_b')}
+# (convnext and swin call aten::as_strided in this form, allowed behind its view guard since issue 35.)
+CORE_EXPECTED_FAILURES = {}
 # Run on 2026-11-27 (torch 2.14.1): resnet18/50, mobilenet_v3_small, efficientnet_b0, vit_b_16,
 # regnet_x_400mf, densenet121, shufflenet_v2_x0_5, squeezenet1_0, googlenet, inception_v3,
 # mnasnet0_5 pass; so does maxvit_t since the planner fix for views returned in a list (its

@@ -76,13 +76,54 @@ def test_from_file_writer_is_refused_and_writes_nothing(tmp_path):
     assert not marker.exists()
 
 
-def test_as_strided_with_a_huge_offset_is_refused(tmp_path):
-    path = _write(tmp_path / 'strided.fxpt', _doc([
-        _ph('x'),
-        _call('as_strided', 'aten::as_strided', _ref('x'), {'list': [4]}, {'list': [1]}, 2 ** 62),
-        _out(_ref('as_strided')),
-    ]))
-    _assert_refused(path, 'aten::as_strided', 'it takes raw storages, pointers or offsets')
+def _as_strided_doc(path, size, stride, offset, slice_end=None):
+    """x[:slice_end] (all of x when None) viewed with as_strided(size, stride, offset)."""
+    nodes = [_ph('x')]
+    base = _ref('x')
+    if slice_end is not None:
+        nodes.append(_call('sl', 'aten::slice.Tensor', _ref('x'), 0, 0, slice_end))
+        base = _ref('sl')
+    nodes += [_call('as_strided', 'aten::as_strided', base, {'list': size}, {'list': stride}, offset),
+              _call('out', 'aten::add.Tensor', _ref('as_strided'), 1), _out(_ref('out'))]
+    return _write(path, _doc(nodes))
+
+
+@pytest.mark.parametrize('size, stride, offset, slice_end', [
+    ([4], [1], 2 ** 62, None),        # an offset whose byte count overflows (1.13's own check wraps)
+    ([4], [2 ** 61], 0, None),        # a stride that overflows
+    ([7], [1], 0, None),              # one element past x
+    ([2], [1], 5, None),              # past x's end from an offset inside it
+    ([4], [1], 0, 2),                 # inside x's storage, past the slice's own elements
+    ([2, 2], [1, 2], 1, 3),           # the same with a 2-d view
+])
+def test_as_strided_outside_its_input_is_refused(tmp_path, size, stride, offset, slice_end):
+    """Note [Argument guards]: as_strided is allowed (core-ATen exports of convnext and swin
+    call it), and its view must stay inside the elements its input spans, not merely its
+    storage (a planned buffer may hold another value's bytes), in both runtimes."""
+    path = _as_strided_doc(tmp_path / 'strided.fxpt', size, stride, offset, slice_end)
+    for runtime in ('python', 'cpp'):
+        m = aten.load(path, runtime=runtime)
+        for _ in range(2):
+            with pytest.raises(RuntimeError,
+                               match='reaches outside the elements of its input|Storage size calculation overflowed'):
+                m(torch.arange(6.0))
+
+
+@pytest.mark.parametrize('size, stride, offset, slice_end', [
+    ([6], [1], 0, None), ([2, 3], [3, 1], 0, None), ([3, 2], [1, 3], 0, None), ([2], [2], 1, None),
+    ([2, 2], [1, 1], 0, 3), ([1], [1], 5, None), ([0], [1], 6, None), ([3], [0], 2, None),
+])
+def test_as_strided_inside_its_input_equals_eager(tmp_path, size, stride, offset, slice_end):
+    path = _as_strided_doc(tmp_path / 'strided.fxpt', size, stride, offset, slice_end)
+    x = torch.arange(6.0)
+    base = x if slice_end is None else x[:slice_end]
+    want = torch.as_strided(base, size, stride, offset) + 1
+    for runtime in ('python', 'cpp'):
+        m = aten.load(path, runtime=runtime)
+        for _ in range(2):
+            got = m(x.clone())
+            got = got[0] if isinstance(got, (tuple, list)) else got
+            torch.testing.assert_close(got, want)
 
 
 def test_unchecked_sparse_tensor_is_refused(tmp_path):
@@ -164,7 +205,8 @@ def test_allowed_operators():
     ops = _C_torch.allowed_operators()
     assert len(ops) == len(set(ops)) > 150
     assert {'aten::conv2d', 'aten::add.Tensor', 'aten::relu', 'aten::linear', 'aten::_softmax'} <= set(ops)
-    assert not {'aten::from_file', 'aten::as_strided', 'aten::empty.memory_format', 'aten::copy_',
+    assert 'aten::as_strided' in ops  # behind its view guard
+    assert not {'aten::from_file', 'aten::as_strided_', 'aten::empty.memory_format', 'aten::copy_',
                 'aten::_sparse_coo_tensor_unsafe', 'aten::set_.source_Storage'} & set(ops)
     for q in ops:
         ns, _, rest = q.partition('::')

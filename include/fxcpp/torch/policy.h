@@ -30,8 +30,9 @@
 //   * operators outside the `aten` namespace;
 //   * any operator with a Storage argument or return;
 //   * operators that read or write files (from_file, save, load, mmap);
-//   * operators that take raw storages or offsets unchecked (as_strided*,
-//     set_, *unsafe*, from_blob, *storage*, _make_*);
+//   * operators that take raw storages or offsets unchecked (as_strided_*,
+//     set_, *unsafe*, from_blob, *storage*, _make_*; as_strided itself is
+//     allowed behind a guard that keeps the view inside its input's elements);
 //   * constructors and accessors of sparse, quantized, mkldnn and nested
 //     tensors (sparse*, *quantiz*, q_*, indices/values, coalesce, csr/csc/bsr/
 //     bsc, ...): their invariants are not checked when they are built;
@@ -126,24 +127,69 @@ std::vector<std::string> allowed_operators();
 //     stride, padding, dilation, output size) within [lo, 2^31), and the
 //     dilated kernel and the padded size too (col2im with padding 2^31 wrote
 //     out of bounds, max_pool1d with kernel 2^62 + 2 looped for ever).
+//
+// Note [Guards the schema implies]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The sweep kept finding kernels of one kind, so two rules are derived from
+// every overload's schema rather than picked by hand (argument_guard()):
+//   * window and padding arguments: an int or int-list argument named
+//     kernel_size, stride, padding, dilation, output_padding, output_size,
+//     groups or pad has every value within (-2^31, 2^31). Kernels compute
+//     output sizes from them in int64 or int32 without overflow checks:
+//     conv2d and _convolution with padding 2^64 / 5 + 1 corrupt the heap,
+//     conv3d with stride 2^62 returns uninitialised memory, replication_pad2d
+//     and 3d with INT64_MAX pads, and reflection_pad3d with INT64_MIN ones
+//     read out of bounds. No real model needs a window or a pad of 2^31.
+//   * written tensors: a tensor argument the schema marks as written (an
+//     out= tensor, an in-place self) may not overlap itself (a stride-0
+//     dimension over several elements): adaptive_avg_pool2d.out and 3d.out
+//     into an expanded out tensor corrupt the heap. ATen's TensorIterator
+//     kernels refuse such a tensor themselves, with the same meaning.
+// Both hold for trusted files too: they only refuse what would crash.
 
 /// The largest tensor, in bytes, a guarded operator may produce (2^48, as the
 /// loader bounds a file's tensors).
 constexpr uint64_t kMaxResultBytes = uint64_t(1) << 48;
 
-/// Checks the leading arguments of a call on `stack` (in schema order; an
-/// out= tensor may follow). Throws Error when the kernel would crash.
-using ArgumentGuard = void (*)(const std::vector<c10::IValue>& stack);
+/// What runs before one overload's kernel (Note [Argument guards]): the checks
+/// its schema implies (Note [Guards the schema implies]) and, for the few
+/// operators that need one, a hand-written check. One per overload, built on
+/// the first argument_guard() call for it and alive for the process (callers
+/// hold a plain pointer). Calling it is O(arguments + the bounded lists).
+class ArgumentGuard {
+ public:
+  /// A hand-written check over the call's boxed arguments.
+  using Check = void (*)(const std::vector<c10::IValue>& stack);
+
+  /// Checks the leading arguments of a call on `stack` (in schema order; an
+  /// out= tensor may follow). Throws Error when the kernel would crash.
+  void operator()(const std::vector<c10::IValue>& stack) const;
+
+  /// Whether anything is checked at all (argument_guard() returns null otherwise).
+  bool empty() const { return check_ == nullptr && bounded_.empty() && written_.empty(); }
+
+ private:
+  friend const ArgumentGuard* argument_guard(const AtenOp& op);
+  struct Arg {
+    uint32_t index;    ///< position in the schema
+    const char* name;  ///< the schema's name for it (owned by the schema, which outlives the guard)
+  };
+  std::string op_;             ///< "conv2d": the operator's base name, for messages
+  Check check_ = nullptr;      ///< the hand-written check, or null
+  std::vector<Arg> bounded_;   ///< window and padding ints: each value within (-2^31, 2^31)
+  std::vector<Arg> written_;   ///< tensors the kernel writes (out=, in-place): none may overlap itself
+};
 
 /// The guard of `op`, or null when its kernel needs none. O(1) after the
-/// first call per overload.
-ArgumentGuard argument_guard(const AtenOp& op);
+/// first call per overload (a table lookup under a lock).
+const ArgumentGuard* argument_guard(const AtenOp& op);
 
 /// Throws Error unless a strided view of `itemsize`-byte elements at
 /// `offset` with `sizes` and `strides` reaches only the `storage_bytes`
 /// bytes of its storage (Note [Views stay inside their storage] in
-/// src/torch/run.cpp). `what` starts the message ("the result"). O(dim).
+/// src/torch/run.cpp). `what` starts the message ("the result"), `within`
+/// names the bytes ("its storage"). O(dim).
 void check_view_extent(const char* what, int64_t offset, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                       size_t itemsize, size_t storage_bytes);
+                       size_t itemsize, size_t storage_bytes, const char* within = "its storage");
 
 }  // namespace fxcpp::torch

@@ -171,7 +171,7 @@ PyObject* allowed_operators(PyObject*, PyObject*) {
 }
 
 // The argument guard of operator `target` ("aten::lstm.input"), or null.
-torch::ArgumentGuard guard_of(PyObject* target) {
+const torch::ArgumentGuard* guard_of(PyObject* target) {
   const torch::AtenOp* op = torch::as_aten_op(torch::aten_op(std::string(utf8(target, "an operator name"))));
   return op ? torch::argument_guard(*op) : nullptr;
 }
@@ -187,7 +187,7 @@ PyObject* argument_guarded(PyObject*, PyObject* target) { return PyBool_FromLong
 PyObject* check_arguments(PyObject*, PyObject* args) {
   PyObject *target, *values;
   if (!PyArg_ParseTuple(args, "UO!:check_arguments", &target, &PyTuple_Type, &values)) throw PythonError();
-  torch::ArgumentGuard guard = guard_of(target);
+  const torch::ArgumentGuard* guard = guard_of(target);
   if (!guard) Py_RETURN_NONE;
   std::vector<c10::IValue> stack;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(values); ++i) {
@@ -197,7 +197,7 @@ PyObject* check_arguments(PyObject*, PyObject* args) {
       stack.emplace_back();
     }
   }
-  guard(stack);
+  (*guard)(stack);
   Py_RETURN_NONE;
 }
 
