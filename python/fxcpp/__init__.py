@@ -18,6 +18,11 @@ del _graph
 from .interpreter import Interpreter, Transformer
 from .subgraph_rewriter import replace_pattern
 
+import importlib.util as _util
+if _util.find_spec('torch.fx.config') is not None:  # torch.fx.config itself (fxcpp/config.py)
+    from . import config
+del _util
+
 
 
 def _dynamo_backend(gm, example_inputs):

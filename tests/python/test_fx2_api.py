@@ -592,3 +592,25 @@ def test_torch_save_keeps_unused_submodules_buffers_and_parameters_as_torch_fx()
         r = torch.load(b, weights_only=False) if TORCH2 else torch.load(b)
         return tuple(hasattr(r, a) for a in ('foo', 'dummy_buffer', 'dummy_parameter'))
     assert run(fxcpp) == run(tfx)
+
+
+def test_config_is_torch_fx_config():
+    """fxcpp.config is torch.fx.config where the installed torch has one (issue 38 item 5):
+    one set of process-wide switches, whichever name sets them; absent where torch.fx has none."""
+    import importlib
+    import importlib.util
+    has = importlib.util.find_spec('torch.fx.config') is not None
+    assert hasattr(fxcpp, 'config') == hasattr(tfx, 'config') == has
+    if not has:
+        with pytest.raises(ModuleNotFoundError, match="No module named 'fxcpp.config'"):
+            importlib.import_module('fxcpp.config')
+        return
+    ours, theirs = importlib.import_module('fxcpp.config'), importlib.import_module('torch.fx.config')
+    assert ours is theirs is fxcpp.config
+    for name in ('disable_progress', 'verbose_progress'):
+        before = getattr(theirs, name)
+        try:
+            setattr(ours, name, not before)
+            assert getattr(theirs, name) is (not before)
+        finally:
+            setattr(theirs, name, before)
