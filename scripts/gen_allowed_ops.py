@@ -78,6 +78,9 @@ COMPOSITES = {
     'what torch.export emits for HF transformers (issue 35: text models, ViT, DINOv2, Swin, CLIP, '
     'wav2vec2, DeBERTa)': [
         '__and__', '__or__', '__xor__', 'scaled_dot_product_attention', 'lift_fresh_copy', '_weight_norm',
+        # GPT-2 and Llama without an attention mask (masking_utils.find_packed_sequence_indices);
+        # n is clamped to the dimension's size, prepend/append shapes are checked
+        'diff',
     ],
     'construction and conversion': [
         'zeros', 'zeros_like', 'ones', 'ones_like', 'full', 'full_like', 'new_zeros', 'new_ones', 'new_full',
