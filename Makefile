@@ -123,9 +123,10 @@ build-asan-python: deps $(ASANPY)/CMakeCache.txt
 # and the torchvision differential (tracing ~100 models on both sides, torch's time: the tracer's
 # paths through the extension are those test_tracer and the fuzzers cover under ASan; it runs
 # in test-python-214 and test-python) and the explorer's Chromium tests (the page's JavaScript;
-# test_explorer.py covers its C++ under ASan).
+# test_explorer.py covers its C++ under ASan), and the HF transformers models (torch.export's time;
+# their path through the loader and runtime is test_pt2_models's, which runs here).
 ASAN_PY_ARGS ?= tests/python --ignore=tests/python/test_memory.py --ignore=tests/python/test_torchvision_parity.py \
-                --ignore=tests/python/test_explorer_browser.py
+                --ignore=tests/python/test_explorer_browser.py --ignore=tests/python/test_hf_models.py
 
 test-asan-python: build-asan-python
 	FXCPP_BUILD_DIR=$(CURDIR)/$(BUILD) scripts/asan_python.sh $(ASANPY) $(PYTHON) $(ASAN_PY_ARGS)
