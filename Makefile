@@ -161,7 +161,7 @@ test-113: test-cpp test-asan test-python
 # Longer fuzzing sessions: the differential fuzzer against torch.fx over many
 # seeds, then the hypothesis API suite with its large profile. Override with
 # FXCPP_FUZZ_SEEDS, FXCPP_FUZZ_STEPS, FXCPP_FUZZ_FIRST_SEED, FXCPP_HYPOTHESIS_MAX_EXAMPLES.
-fuzz: build build-214
+fuzz: build build-214 build-asan-python-214
 	FXCPP_FUZZ_SEEDS=$${FXCPP_FUZZ_SEEDS:-2000} FXCPP_FUZZ_STEPS=$${FXCPP_FUZZ_STEPS:-200} \
 	  $(RUN113) $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_fuzz_diff.py
 	FXCPP_HYPOTHESIS_PROFILE=fuzz FXCPP_HYPOTHESIS_MAX_EXAMPLES=$${FXCPP_HYPOTHESIS_MAX_EXAMPLES:-2000} \
@@ -175,6 +175,13 @@ fuzz: build build-214
 	# processes on two heap fills, on torch 2.14.1 (FXCPP_GUARD_SWEEP_CASES per overload: all of them).
 	FXCPP_GUARD_SWEEP_CASES=$${FXCPP_GUARD_SWEEP_CASES:-100000} \
 	  $(RUN214) $(VPY) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_guard_sweep.py
+	# Valid programs edited as an attacker would (operators swapped, boundary ints, rewired
+	# arguments, .pt2 schema fields), both runtimes and the C++-only runner, plain and under
+	# ASan+UBSan (FXCPP_STRUCT_FUZZ_CASES mutated files; make test runs 160, 40 under ASan).
+	FXCPP_STRUCT_FUZZ_CASES=$${FXCPP_STRUCT_FUZZ_CASES:-4000} \
+	  $(RUN214) $(VPY) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_structured_fuzz.py
+	FXCPP_STRUCT_FUZZ_CASES=$${FXCPP_STRUCT_FUZZ_CASES:-800} FXCPP_BUILD_DIR=$(CURDIR)/$(BUILD214) \
+	  scripts/asan_python.sh $(ASANPY214) $(VPY) tests/python/test_structured_fuzz.py
 	mkdir -p $(FUZZ)/corpus
 	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(FUZZ)/fxpt_fuzzer -max_total_time=$(FXCPP_FUZZ_SECONDS) $(FXPT_FUZZER_FLAGS) $(FUZZ)/corpus tests/fuzz/corpus
