@@ -177,7 +177,7 @@ fuzz: build build-214 build-asan-python-214
 	  $(RUN214) $(VPY) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_guard_sweep.py
 	# Valid programs edited as an attacker would (operators swapped, boundary ints, rewired
 	# arguments, .pt2 schema fields), both runtimes and the C++-only runner, plain and under
-	# ASan+UBSan (FXCPP_STRUCT_FUZZ_CASES mutated files; make test runs 160, 40 under ASan).
+	# ASan+UBSan (FXCPP_STRUCT_FUZZ_CASES mutated files; make test runs 160, 16 under ASan).
 	FXCPP_STRUCT_FUZZ_CASES=$${FXCPP_STRUCT_FUZZ_CASES:-4000} \
 	  $(RUN214) $(VPY) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_structured_fuzz.py
 	FXCPP_STRUCT_FUZZ_CASES=$${FXCPP_STRUCT_FUZZ_CASES:-800} FXCPP_BUILD_DIR=$(CURDIR)/$(BUILD214) \

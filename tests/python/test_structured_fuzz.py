@@ -71,7 +71,7 @@ A file that one runtime refuses and another runs is counted as 'disagree' and li
 the report, not failed (the runtimes check different things at different times).
 
 Budget: FXCPP_STRUCT_FUZZ_CASES mutated files (default 160, about a minute on two cores;
-40 under the sanitizer build), round-robin over the seed files; `make fuzz` runs more.
+16 under the sanitizer build), round-robin over the seed files; `make fuzz` runs more.
 FXCPP_STRUCT_FUZZ_JOBS children at once (2). The report: printed with -s, in pytest's
 summary, and written to the path FXCPP_STRUCT_FUZZ_REPORT names.
 """
@@ -188,7 +188,7 @@ from test_guard_sweep import PERTURB, _excerpt, _sanitized, classify  # noqa: E4
 from fxcpp import _C_torch, _torch_compat, aten  # noqa: E402
 
 nn = torch.nn
-CASES = int(os.environ.get('FXCPP_STRUCT_FUZZ_CASES', 40 if _sanitized(os.environ) else 160))
+CASES = int(os.environ.get('FXCPP_STRUCT_FUZZ_CASES', 16 if _sanitized(os.environ) else 160))
 SEED = os.environ.get('FXCPP_STRUCT_FUZZ_SEED', '0')
 JOBS = max(1, int(os.environ.get('FXCPP_STRUCT_FUZZ_JOBS', 2)))
 TIMEOUT = float(os.environ.get('FXCPP_STRUCT_FUZZ_TIMEOUT', 10))
