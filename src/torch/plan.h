@@ -111,6 +111,7 @@ class Plan {
     std::vector<c10::IValue> slots;
     std::vector<c10::IValue> stack;
     std::vector<at::Tensor> outs;       ///< by Instr::managed; undefined until learned
+    WrittenGeometry written;            ///< the current call's written tensors (policy.h), empty between calls
     std::vector<c10::Storage> buffers;  ///< by Instr::buffer
     std::vector<int64_t> signature;     ///< input types the outs were learned for (input_signature)
     /// An op's result shared storage with an argument although the planner

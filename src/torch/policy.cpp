@@ -597,6 +597,29 @@ bool is_int_or_int_list(c10::TypePtr t) {
   return e == c10::TypeKind::IntType || e == c10::TypeKind::SymIntType;
 }
 
+// Whether an argument annotated `info` is written (`Tensor(a!)`, or a list
+// `Tensor(a!)[]`).
+bool writes_tensor(const c10::AliasInfo* info) {
+  if (!info) return false;
+  if (info->isWrite()) return true;
+  for (const c10::AliasInfo& c : info->containedTypes())
+    if (c.isWrite()) return true;
+  return false;
+}
+
+// Calls `fn` on the tensor `v` holds, or on each tensor of the list it holds.
+template <typename F>
+void for_each_tensor(const c10::IValue& v, F&& fn) {
+  if (v.isTensor()) {
+    fn(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList().vec()) fn(t);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef())
+      if (e.isTensor()) fn(e.toTensor());
+  }
+}
+
 constexpr int64_t kMaxGeometry = int64_t(1) << 31;
 
 void check_geometry(const std::string& op, const char* arg, int64_t v) {
@@ -620,13 +643,43 @@ void ArgumentGuard::operator()(const std::vector<c10::IValue>& s) const {
     }
   }
   for (const Arg& a : written_) {
-    if (a.index >= s.size() || !s[a.index].isTensor()) continue;
-    const at::Tensor& t = s[a.index].toTensor();
-    if (t.defined() && t.layout() == c10::Layout::Strided && at::has_internal_overlap(t) == at::MemOverlap::Yes)
-      throw Error(op_ + ": argument '" + a.name + "' of shape " + shape_of(t) +
-                  " is written and overlaps itself (a stride-0 dimension); write into a tensor whose elements "
-                  "are distinct, e.g. x.contiguous() (Note [Guards the schema implies])");
+    if (a.index >= s.size()) continue;
+    for_each_tensor(s[a.index], [&](const at::Tensor& t) {
+      if (t.defined() && t.layout() == c10::Layout::Strided && at::has_internal_overlap(t) == at::MemOverlap::Yes)
+        throw Error(op_ + ": argument '" + a.name + "' of shape " + shape_of(t) +
+                    " is written and overlaps itself (a stride-0 dimension); write into a tensor whose elements "
+                    "are distinct, e.g. x.contiguous() (Note [Guards the schema implies])");
+    });
   }
+}
+
+void ArgumentGuard::save_written(const std::vector<c10::IValue>& s, WrittenGeometry& into) const {
+  for (const Arg& a : written_)
+    if (a.index < s.size()) for_each_tensor(s[a.index], [&](const at::Tensor& t) { into.save(t); });
+}
+
+void WrittenGeometry::save(const at::Tensor& t) {
+  if (!t.defined() || t.layout() != c10::Layout::Strided) return;
+  Entry& e = entries_.emplace_back();
+  e.tensor = t;
+  e.sizes.assign(t.sizes().begin(), t.sizes().end());
+  e.strides.assign(t.strides().begin(), t.strides().end());
+  e.offset = t.storage_offset();
+}
+
+void WrittenGeometry::restore() noexcept {
+  for (Entry& e : entries_) {
+    c10::TensorImpl* impl = e.tensor.unsafeGetTensorImpl();
+    if (impl->sizes().equals(e.sizes) && impl->strides().equals(e.strides) && impl->storage_offset() == e.offset)
+      continue;
+    try {
+      impl->set_sizes_and_strides(e.sizes, e.strides, e.offset);
+    } catch (...) {
+      // A tensor whose metadata may not change (from .data or .detach()) was
+      // not resized either: nothing to put back.
+    }
+  }
+  entries_.clear();
 }
 
 const ArgumentGuard* argument_guard(const AtenOp& op) {
@@ -647,7 +700,9 @@ const ArgumentGuard* argument_guard(const AtenOp& op) {
       guard->bounded_.push_back({static_cast<uint32_t>(i), a.name().c_str()});
     c10::TypePtr t = a.type();
     if (t->kind() == c10::TypeKind::OptionalType) t = t->containedTypes().at(0);
-    if (a.alias_info() && a.alias_info()->isWrite() && t->kind() == c10::TypeKind::TensorType)
+    if (t->kind() == c10::TypeKind::ListType) t = t->containedTypes().at(0);
+    if (t->kind() == c10::TypeKind::OptionalType) t = t->containedTypes().at(0);
+    if (writes_tensor(a.alias_info()) && t->kind() == c10::TypeKind::TensorType)
       guard->written_.push_back({static_cast<uint32_t>(i), a.name().c_str()});
   }
   if (guard->empty()) guard.reset();

@@ -724,13 +724,25 @@ c10::IValue Plan::run(std::vector<c10::IValue>& args) const {
       } else if (in.op) {
         auto& stack = f.stack;
         for (const Operand& o : in.operands) stack.push_back(eval(o, f));
+        const bool writes = in.guard && in.guard->writes();
         if (in.guard) (*in.guard)(stack);
+        if (writes) in.guard->save_written(stack, f.written);
         const bool check = in.fresh && num_managed && !f.unplanned;
         if (check) {
           f.arg_storages.clear();
           for (auto& v : stack) collect_storages(v, f.arg_storages);
         }
-        in.op->handle.callBoxed(&stack);
+        if (writes) {
+          try {
+            in.op->handle.callBoxed(&stack);
+          } catch (...) {
+            f.written.restore();  // Note [A failed call leaves its written tensors as they were] in policy.h
+            throw;
+          }
+          f.written.clear();
+        } else {
+          in.op->handle.callBoxed(&stack);
+        }
         if (check && !f.arg_storages.empty()) {
           // A result that shares storage with an argument, against what the
           // planner assumed: stop writing into planned buffers (the argument

@@ -112,6 +112,43 @@ TEST(Policy, AsStridedLoadsAndItsGuardRefusesAHugeOffset) {
   EXPECT_FALSE(hard_refusal(as_aten_op(aten_op("aten::as_strided_"))->handle.schema()).empty());
 }
 
+TEST(Policy, AFailedOutCallLeavesItsWrittenTensorAsItWas) {
+  // Note [A failed call leaves its written tensors as they were]: linear.out
+  // into a loaded bias resizes it to the result's [2, 3] before growing its
+  // storage, which cannot grow (the file's record): the call throws, and the
+  // bias must keep its [3] so that the next call reads inside its storage (it
+  // used to read and write past it: heap corruption). Mapped and read.
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* w = g.get_attr("lin.weight");
+  Node* b = g.get_attr("lin.bias");
+  Node* y = g.call_function(aten_op("aten::linear.out"), {N(x), N(w), N(b)}, {{"out", N(b)}});
+  Node* z = g.call_function(aten_op("aten::add.Tensor"), {N(y), N(b)});
+  g.output(N(z));
+  std::vector<NamedTensor> tensors(2);
+  tensors[0].name = "lin.weight";
+  tensors[0].tensor = at::randn({3, 4});
+  tensors[1].name = "lin.bias";
+  tensors[1].tensor = at::randn({3});
+  const std::string bytes = save_to_buffer(g, tensors);
+  TempDir dir;
+  const std::string path = dir.path + "/model.fxpt";
+  std::ofstream(path, std::ios::binary) << bytes;
+  for (bool mmap : {true, false}) {
+    LoadOptions options;
+    options.mmap = mmap;
+    Module m = load(path, options);
+    for (int call = 0; call < 3; ++call) {
+      EXPECT_THROW(m.forward({at::randn({2, 4})}), Error) << "call " << call << (mmap ? ", mapped" : ", read");
+      const at::Tensor* found = m.find_tensor("lin.bias");
+      ASSERT_NE(found, nullptr);
+      const at::Tensor& bias = *found;
+      ASSERT_EQ(bias.sizes(), c10::IntArrayRef({3})) << "call " << call;
+      EXPECT_LE(static_cast<size_t>(bias.numel() * bias.element_size()), bias.storage().nbytes());
+    }
+  }
+}
+
 TEST(Policy, UncheckedSparseTensorIsRefused) {
   Graph g;
   Node* idx = g.placeholder("indices");

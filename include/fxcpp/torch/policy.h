@@ -55,6 +55,7 @@
 // program: no policy applies there; the policy is about loading files.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <ATen/core/function_schema.h>
 #include <c10/util/ArrayRef.h>
 
@@ -146,6 +147,22 @@ std::vector<std::string> allowed_operators();
 //     into an expanded out tensor corrupt the heap. ATen's TensorIterator
 //     kernels refuse such a tensor themselves, with the same meaning.
 // Both hold for trusted files too: they only refuse what would crash.
+//
+// Note [A failed call leaves its written tensors as they were]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An out= kernel resizes its out tensor to the result's sizes, and ATen's
+// resize sets the new sizes before it grows the storage. When growing fails
+// (a loaded weight's storage is the file's record and cannot grow; an
+// allocation too large), the call throws and leaves the tensor claiming more
+// elements than its storage has: the next call that reads or writes it goes
+// past the buffer (the structured fuzzer's `linear.out` into a bias: heap
+// corruption, both runtimes). So both runtimes take the geometry (sizes,
+// strides, offset) of every tensor a call writes before the kernel runs, and
+// put it back if the call throws (ArgumentGuard::save_written,
+// WrittenGeometry::restore). The storage keeps what the kernel wrote into it
+// (a failed program's values); only the geometry, which memory safety rests
+// on, is restored. Every overload that writes a tensor has a guard (the
+// overlap rule above), so this costs nothing elsewhere.
 
 /// The largest tensor, in bytes, a guarded operator may produce (2^48, as the
 /// loader bounds a file's tensors).
@@ -156,6 +173,28 @@ constexpr uint64_t kMaxResultBytes = uint64_t(1) << 48;
 /// operators that need one, a hand-written check. One per overload, built on
 /// the first argument_guard() call for it and alive for the process (callers
 /// hold a plain pointer). Calling it is O(arguments + the bounded lists).
+/// The geometry of the tensors one call writes, taken before the kernel runs
+/// (Note [A failed call leaves its written tensors as they were]). Holds a
+/// reference to each tensor until cleared. Reused across calls (clear()
+/// keeps the capacity).
+class WrittenGeometry {
+ public:
+  /// Puts every saved tensor's sizes, strides and offset back. Never throws.
+  void restore() noexcept;
+  void clear() { entries_.clear(); }
+  bool empty() const { return entries_.empty(); }
+
+ private:
+  friend class ArgumentGuard;
+  void save(const at::Tensor& t);
+  struct Entry {
+    at::Tensor tensor;
+    std::vector<int64_t> sizes, strides;
+    int64_t offset = 0;
+  };
+  std::vector<Entry> entries_;
+};
+
 class ArgumentGuard {
  public:
   /// A hand-written check over the call's boxed arguments.
@@ -164,6 +203,13 @@ class ArgumentGuard {
   /// Checks the leading arguments of a call on `stack` (in schema order; an
   /// out= tensor may follow). Throws Error when the kernel would crash.
   void operator()(const std::vector<c10::IValue>& stack) const;
+
+  /// Whether the kernel writes a tensor argument (out=, in-place).
+  bool writes() const { return !written_.empty(); }
+
+  /// Appends the geometry of the tensors the call on `stack` writes to
+  /// `into`, for WrittenGeometry::restore if the call throws. O(written dims).
+  void save_written(const std::vector<c10::IValue>& stack, WrittenGeometry& into) const;
 
   /// Whether anything is checked at all (argument_guard() returns null otherwise).
   bool empty() const { return check_ == nullptr && bounded_.empty() && written_.empty(); }
@@ -177,7 +223,7 @@ class ArgumentGuard {
   std::string op_;             ///< "conv2d": the operator's base name, for messages
   Check check_ = nullptr;      ///< the hand-written check, or null
   std::vector<Arg> bounded_;   ///< window and padding ints: each value within (-2^31, 2^31)
-  std::vector<Arg> written_;   ///< tensors the kernel writes (out=, in-place): none may overlap itself
+  std::vector<Arg> written_;   ///< tensors and tensor lists the kernel writes (out=, in-place): none may overlap itself
 };
 
 /// The guard of `op`, or null when its kernel needs none. O(1) after the

@@ -7,7 +7,8 @@ crafted file can give them (Note [Argument guards] in include/fxcpp/torch/policy
 The C++ runtime runs each such operator's guard before every call. A module loaded
 from an untrusted file for the Python runtime runs the same guards, the same C++
 functions (``_C_torch.check_arguments``), so both runtimes refuse the same calls
-with the same message: its ``forward`` runs under a TorchFunctionMode that sees each
+with the same message, and put back the geometry of the tensors a failed call
+wrote (a failed out= resize). Its ``forward`` runs under a TorchFunctionMode that sees each
 operator the generated code calls (an ``OpOverload``, which dispatches
 ``__torch_function__`` through the active mode on every supported torch) and checks
 the guarded ones. The mode is installed only where the graph calls a guarded
@@ -53,9 +54,17 @@ class _ArgumentGuards(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = self.guarded.get(func)
-        if name is not None:
-            _C_torch.check_arguments(name, _positional(func, args, kwargs))
-        return func(*args, **(kwargs or {}))
+        if name is None:
+            return func(*args, **(kwargs or {}))
+        saved = _C_torch.check_arguments(name, _positional(func, args, kwargs))
+        if saved is None:
+            return func(*args, **(kwargs or {}))
+        try:
+            return func(*args, **(kwargs or {}))
+        except BaseException:
+            # Note [A failed call leaves its written tensors as they were] (policy.h)
+            _C_torch.restore_written(saved)
+            raise
 
 
 class _GuardedForward:

@@ -180,10 +180,16 @@ const torch::ArgumentGuard* guard_of(PyObject* target) {
 // operator `target` before each call (Note [Argument guards]).
 PyObject* argument_guarded(PyObject*, PyObject* target) { return PyBool_FromLong(guard_of(target) != nullptr); }
 
-// check_arguments(target: str, args: tuple) -> None: runs operator `target`'s argument
-// guard on `args`, its arguments in schema order (the Python runtime's calls; Note
-// [Argument guards in Python] in fxcpp/aten/_guards.py). A value the runtime could not
-// take (a dtype, a device) is passed as None, which no guard reads.
+void free_written(PyObject* capsule) {
+  delete static_cast<torch::WrittenGeometry*>(PyCapsule_GetPointer(capsule, "fxcpp.WrittenGeometry"));
+}
+
+// check_arguments(target: str, args: tuple) -> capsule | None: runs operator `target`'s
+// argument guard on `args`, its arguments in schema order (the Python runtime's calls;
+// Note [Argument guards in Python] in fxcpp/aten/_guards.py). A value the runtime could
+// not take (a dtype, a device) is passed as None, which no guard reads. Where the
+// operator writes tensors, returns their geometry for restore_written if the call fails
+// (Note [A failed call leaves its written tensors as they were] in policy.h).
 PyObject* check_arguments(PyObject*, PyObject* args) {
   PyObject *target, *values;
   if (!PyArg_ParseTuple(args, "UO!:check_arguments", &target, &PyTuple_Type, &values)) throw PythonError();
@@ -198,6 +204,20 @@ PyObject* check_arguments(PyObject*, PyObject* args) {
     }
   }
   (*guard)(stack);
+  if (!guard->writes()) Py_RETURN_NONE;
+  auto saved = std::make_unique<torch::WrittenGeometry>();
+  guard->save_written(stack, *saved);
+  PyObject* capsule = PyCapsule_New(saved.get(), "fxcpp.WrittenGeometry", &free_written);
+  if (!capsule) throw PythonError();
+  saved.release();
+  return capsule;
+}
+
+// restore_written(saved) -> None: puts back the geometry check_arguments saved.
+PyObject* restore_written(PyObject*, PyObject* capsule) {
+  auto* saved = static_cast<torch::WrittenGeometry*>(PyCapsule_GetPointer(capsule, "fxcpp.WrittenGeometry"));
+  if (!saved) throw PythonError();
+  saved->restore();
   Py_RETURN_NONE;
 }
 
@@ -383,8 +403,12 @@ PyMethodDef module_methods[] = {
                           "argument_guarded(target) -> bool: whether the runtime checks the arguments of operator "
                           "target ('aten::lstm.input') before each call."),
     def<check_arguments>("check_arguments", METH_VARARGS,
-                         "check_arguments(target, args) -> None: runs operator target's argument guard on args "
-                         "(schema order); raises RuntimeError as the C++ runtime does."),
+                         "check_arguments(target, args) -> capsule | None: runs operator target's argument guard on "
+                         "args (schema order); raises RuntimeError as the C++ runtime does. Returns the geometry of "
+                         "the tensors the call writes, if any, for restore_written."),
+    def<restore_written>("restore_written", METH_O,
+                         "restore_written(saved) -> None: puts back the sizes, strides and offsets check_arguments "
+                         "saved (after a failed call)."),
     def<allowed_operators>("allowed_operators", METH_NOARGS,
                            "allowed_operators() -> [str]: the registered overloads a file may call unless trusted."),
     def<from_torchscript>("from_torchscript", METH_VARARGS | METH_KEYWORDS,
