@@ -4,6 +4,9 @@
 IR, code generation and GraphModule -- backed by a C++ graph core.
 """
 from ._version import __version__
+from ._build_check import check as _check_build
+_check_build()  # before any extension loads (Note [One torch per build])
+del _check_build
 from .graph_module import GraphModule
 from ._symbolic_trace import symbolic_trace, Tracer, wrap, PH, ProxyableClassMeta
 from .graph import Graph, CodeGen

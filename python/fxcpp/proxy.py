@@ -1,12 +1,10 @@
 """Proxy objects and the tracer base class for fxcpp symbolic tracing.
 
-Behaviourally mirrors ``torch.fx.proxy`` (torch 1.13.1), with two deliberate
-differences:
-
-* Proxy iteration/unpacking and the ``trace_asserts`` bytecode sniffing work on
-  Python 3.11+ (instruction lookup by byte offset instead of ``f_lasti // 2``).
-* ``create_proxy``/``create_arg`` take a fast path when a Tracer subclass does
-  not override the corresponding hooks.
+Behaviourally mirrors the installed ``torch.fx.proxy``, the bytecode sniffing of
+Proxy iteration and ``trace_asserts`` included (Note [Bytecode sniffing]: on torch
+1.13, which predates CPython 3.11, both work where torch.fx's break);
+``create_proxy``/``create_arg`` take a fast path when a Tracer subclass does not
+override the corresponding hooks.
 
 On torch 2.x the tracer also keeps torch.fx 2.x's tracing metadata (scopes,
 ``nn_module_stack``, stack traces recorded at node creation; Note [Tracing
@@ -20,7 +18,12 @@ import logging
 import types  # noqa: F401
 from collections import OrderedDict  # noqa: F401
 from dataclasses import fields, is_dataclass  # noqa: F401
-from typing import Never, TypeVar, cast  # noqa: F401
+from typing import TypeVar, cast  # noqa: F401
+try:
+    from typing import Never  # noqa: F401 -- CPython 3.11+
+except ImportError:  # 3.10 (torch.fx takes it from typing_extensions)
+    from typing_extensions import Never  # noqa: F401
+import bisect
 import dis
 import os
 
@@ -229,22 +232,58 @@ def _instructions(code):
 
 
 def _current_instruction(frame):
-    """Return (index, instruction list) of the instruction ``frame`` is executing.
+    """Return (index, instruction list) of the instruction ``frame`` is executing (Note
+    [Bytecode sniffing]).
 
-    ``f_lasti`` is a byte offset.  Before 3.11 every instruction is 2 bytes; from
-    3.11 on instructions are followed by hidden CACHE entries and ``f_lasti`` may
-    point into them, so pick the last real instruction starting at or before it.
+    Note [Bytecode sniffing]
+    ~~~~~~~~~~~~~~~~~~~~~~~~
+    torch.fx recognises ``a, b = proxy`` (UNPACK_SEQUENCE) and, with trace_asserts,
+    ``assert proxy`` (a conditional jump into a block that raises AssertionError) from the
+    caller's bytecode. On torch 2.x fxcpp does exactly what the installed torch.fx does,
+    so the same code traces, or fails, alike on every interpreter: the current instruction
+    is found by its byte offset on CPython 3.11+ (bisect on ``f_lasti``) and as ``f_lasti
+    // 2`` before; an assert is an opcode named POP_JUMP_IF_TRUE whose jump lands after a
+    RAISE_VARARGS at ``insts[arg // 2 - 1]``. (So no interpreter from 3.11 on recognises an
+    assert in torch.fx 2.x: 3.11 names the jump POP_JUMP_FORWARD_IF_TRUE, 3.12 made its
+    argument relative, 3.13 calls __bool__ from TO_BOOL. The tracer's to_bool decides, as
+    in torch.fx.)
+    torch.fx 1.13 predates CPython 3.11 and uses ``f_lasti // 2`` there, which names
+    another instruction behind the hidden CACHE entries (unpacking fails, torchvision's
+    ShuffleNet does not trace); fxcpp's 1.13 dialect keeps the offset lookup and reads the
+    3.11 assert pattern (POP_JUMP_FORWARD_IF_TRUE, its target by offset), so those programs
+    trace on Debian's torch (test_tracer.py compares them with eager instead).
     """
     offsets, insts = _instructions(frame.f_code)
     lasti = frame.f_lasti
-    lo, hi = 0, len(offsets)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if offsets[mid] <= lasti:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1, insts
+    if sys.version_info >= (3, 11):
+        return bisect.bisect_left(offsets, lasti), insts
+    return lasti // 2, insts
+
+
+#: torch.fx 2.x's assert pattern, exactly (Note [Bytecode sniffing]); False: the 1.13 dialect's.
+_FX2_ASSERTS = _torch_compat.FX_DIALECT == '2'
+
+
+def _is_assert_jump(inst, cur, insts):
+    """Whether ``insts[cur]`` (``inst``) is the jump of an ``assert`` (Note [Bytecode sniffing])."""
+    if _FX2_ASSERTS:
+        if inst.opname != 'POP_JUMP_IF_TRUE':
+            return False
+        first = insts[cur + 1]
+        if inst.arg is None:
+            raise AssertionError('inst.arg is None for POP_JUMP_IF_TRUE')
+        last = insts[inst.arg // 2 - 1]
+    else:
+        if inst.opname not in ('POP_JUMP_IF_TRUE', 'POP_JUMP_FORWARD_IF_TRUE') or cur + 1 >= len(insts):
+            return False
+        first = insts[cur + 1]
+        tgt = next((j for j in range(cur + 1, len(insts)) if insts[j].offset == inst.argval), None)
+        if not tgt:
+            return False
+        last = insts[tgt - 1]
+    starts_with_assert = (first.opname == 'LOAD_GLOBAL' and first.argval == 'AssertionError'
+                          or first.opname == 'LOAD_ASSERTION_ERROR')
+    return starts_with_assert and last.opname == 'RAISE_VARARGS'
 
 
 # ---------------------------------------------------------------------------
@@ -726,36 +765,19 @@ class Proxy(_torch_fx_proxy.Proxy):
     def __iter__(self) -> Iterable['Proxy']:
         calling_frame = sys._getframe(1)
         idx, insts = _current_instruction(calling_frame)
-        if idx >= 0:
-            inst = insts[idx]
-            if inst.opname == 'UNPACK_SEQUENCE':
-                return (self[i] for i in range(inst.argval))  # type: ignore[index]
+        inst = insts[idx]
+        if inst.opname == 'UNPACK_SEQUENCE':
+            return (self[i] for i in range(inst.argval))  # type: ignore[index]
         return self.tracer.iter(self)
 
     def __bool__(self) -> bool:
         if self.tracer.trace_asserts:
-            # Recognise ``assert <proxy>``: a conditional jump-if-true whose
-            # fall-through loads AssertionError and whose jump target directly
-            # follows a RAISE_VARARGS.
+            # ``assert <proxy>`` (Note [Bytecode sniffing])
             calling_frame = sys._getframe(1)
             cur, insts = _current_instruction(calling_frame)
-            if cur >= 0:
-                inst = insts[cur]
-                if inst.opname in ('POP_JUMP_IF_TRUE', 'POP_JUMP_FORWARD_IF_TRUE') and cur + 1 < len(insts):
-                    first = insts[cur + 1]
-                    target = inst.argval
-                    tgt_idx = None
-                    for j in range(cur + 1, len(insts)):
-                        if insts[j].offset == target:
-                            tgt_idx = j
-                            break
-                    if tgt_idx is not None and tgt_idx > 0:
-                        last = insts[tgt_idx - 1]
-                        starts_with_assert = (first.opname == 'LOAD_GLOBAL' and first.argval == 'AssertionError'
-                                              or first.opname == 'LOAD_ASSERTION_ERROR')
-                        if starts_with_assert and last.opname == 'RAISE_VARARGS':
-                            self.tracer.create_proxy('call_function', assert_fn, (self,), {})
-                            return True
+            if _is_assert_jump(insts[cur], cur, insts):
+                self.tracer.create_proxy('call_function', assert_fn, (self,), {})
+                return True
 
         return self.tracer.to_bool(self)
 

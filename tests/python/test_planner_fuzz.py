@@ -492,7 +492,7 @@ COVERAGE_EXEMPT = {q: _NAMED for q in (
     'aten::flatten.DimnameList', 'aten::flatten.named_out_dim', 'aten::flatten.using_names',
     'aten::gather.dimname', 'aten::index_select.dimname', 'aten::log_softmax.Dimname', 'aten::logsumexp.names',
     'aten::max.names_dim', 'aten::mean.names_dim', 'aten::min.names_dim', 'aten::norm.names_ScalarOpt_dim',
-    'aten::norm.names_ScalarOpt_dim_dtype', 'aten::select.Dimname', 'aten::size.Dimname', 'aten::softmax.Dimname', 'aten::sort.dimname',
+    'aten::norm.names_ScalarOpt_dim_dtype', 'aten::select.Dimname', 'aten::softmax.Dimname', 'aten::sort.dimname',
     'aten::sort.dimname_stable', 'aten::squeeze.dimname', 'aten::std.correction_names', 'aten::std.names_dim',
     'aten::sum.dim_DimnameList', 'aten::transpose.Dimname', 'aten::unbind.Dimname', 'aten::unflatten.Dimname',
     'aten::var.correction_names', 'aten::var.names_dim') if _has_schema(q)}

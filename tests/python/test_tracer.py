@@ -458,9 +458,14 @@ def test_unpack_star_is_error():
     assert ours[0] == "TraceError" and ours[1].startswith("Proxy object cannot be iterated")
 
 
-def test_trace_asserts_py311():
-    # torch.fx 1.13's assert detection uses pre-3.11 bytecode offsets; ours works.
+def test_trace_asserts_as_the_installed_torch_fx():
+    # Note [Bytecode sniffing]: on torch 2.x the same outcome as torch.fx on this interpreter
+    # (on 3.11+ its pattern no longer matches, so both raise TraceError); torch.fx 1.13's
+    # assert detection uses pre-3.11 bytecode offsets, ours works: compared with eager.
     class AssertTracer(fx.Tracer):
+        trace_asserts = True
+
+    class TorchAssertTracer(torch.fx.Tracer):
         trace_asserts = True
 
     # defined outside this file: pytest rewrites ``assert`` statements in tests
@@ -469,6 +474,11 @@ def f(x):
     assert x.sum() > 0
     return x + 1
 """).f
+    if TORCH2:
+        theirs = error_of(lambda: TorchAssertTracer().trace(f))
+        assert error_of(lambda: AssertTracer().trace(f)) == theirs
+        if theirs is not None:
+            return
 
     g = AssertTracer().trace(f)
     targets = [n.target for n in g.nodes if n.op == "call_function"]
