@@ -30,7 +30,17 @@ case "${UPSTREAM_TORCH:-1.13}" in
   *) echo "upstream: UPSTREAM_TORCH must be 1.13 or 2.14" >&2; exit 2 ;;
 esac
 UPSTREAM="${VERSION%%+*}"                     # 1.13.1
-MIRROR="${UPSTREAM_MIRROR:-http://deb.debian.org/debian}"
+# The Debian archive apt is configured with on this machine (its first deb822 URIs or one-line
+# `deb` entry), so the sources come from where apt-get takes packages; UPSTREAM_MIRROR overrides.
+configured_mirror() {
+  { grep -h '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}'
+    grep -h '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+      sed 's/\[[^]]*\]//' | awk '{print $2}'; } | grep -v -- '-security' | head -n1
+}
+MIRROR="${UPSTREAM_MIRROR:-$(configured_mirror)}"
+if [ -z "$MIRROR" ]; then
+  echo "upstream: no Debian archive in apt's configuration; set UPSTREAM_MIRROR" >&2; exit 2
+fi
 SRC="$UP/src"
 
 if [ -f "$SRC/.complete" ] && [ "$(cat "$SRC/.version" 2>/dev/null)" = "pytorch $VERSION ($SUITE)" ]; then

@@ -597,16 +597,6 @@ bool is_int_or_int_list(c10::TypePtr t) {
   return e == c10::TypeKind::IntType || e == c10::TypeKind::SymIntType;
 }
 
-// Whether an argument annotated `info` is written (`Tensor(a!)`, or a list
-// `Tensor(a!)[]`).
-bool writes_tensor(const c10::AliasInfo* info) {
-  if (!info) return false;
-  if (info->isWrite()) return true;
-  for (const c10::AliasInfo& c : info->containedTypes())
-    if (c.isWrite()) return true;
-  return false;
-}
-
 // Calls `fn` on the tensor `v` holds, or on each tensor of the list it holds.
 template <typename F>
 void for_each_tensor(const c10::IValue& v, F&& fn) {
@@ -629,6 +619,14 @@ void check_geometry(const std::string& op, const char* arg, int64_t v) {
 }
 
 }  // namespace
+
+bool writes_tensor(const c10::AliasInfo* info) {
+  if (!info) return false;
+  if (info->isWrite()) return true;
+  for (const c10::AliasInfo& c : info->containedTypes())
+    if (writes_tensor(&c)) return true;
+  return false;
+}
 
 void ArgumentGuard::operator()(const std::vector<c10::IValue>& s) const {
   if (check_) check_(s);  // first: its messages are the more specific

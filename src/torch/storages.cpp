@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "fxcpp/torch/ops.h"
+#include "fxcpp/torch/policy.h"
 
 namespace fxcpp::torch {
 
@@ -66,20 +67,6 @@ Extent check_tensor_extent(c10::IntArrayRef sizes, c10::IntArrayRef strides, int
   return Extent::Ok;
 }
 
-namespace {
-
-// Whether an argument annotated `info` may be written (a `Tensor(a!)`, or a
-// list of them).
-bool writes(const c10::AliasInfo* info) {
-  if (!info) return false;
-  if (info->isWrite()) return true;
-  for (const c10::AliasInfo& c : info->containedTypes())
-    if (writes(&c)) return true;
-  return false;
-}
-
-}  // namespace
-
 void copy_written_tensors(const Graph& graph, std::vector<NamedTensor>& tensors) {
   bool any_mapped = false;
   for (const NamedTensor& t : tensors) any_mapped = any_mapped || (t.tensor.defined() && is_mapped(t.tensor.storage()));
@@ -116,7 +103,7 @@ void copy_written_tensors(const Graph& graph, std::vector<NamedTensor>& tensors)
     const auto& params = schema.arguments();
     auto args = n->args();
     for (size_t i = 0; i < params.size(); ++i) {
-      if (!writes(params[i].alias_info())) continue;
+      if (!writes_tensor(params[i].alias_info())) continue;
       if (i < args.size()) roots_of(args[i], written);
       for (const auto& kv : n->kwargs())
         if (kv.first == params[i].name()) roots_of(kv.second, written);

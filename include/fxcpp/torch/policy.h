@@ -226,6 +226,10 @@ class ArgumentGuard {
   std::vector<Arg> written_;   ///< tensors and tensor lists the kernel writes (out=, in-place): none may overlap itself
 };
 
+/// Whether an argument annotated `info` may be written (`Tensor(a!)`, or a
+/// list or optional of them). O(annotation depth).
+bool writes_tensor(const c10::AliasInfo* info);
+
 /// The guard of `op`, or null when its kernel needs none. O(1) after the
 /// first call per overload (a table lookup under a lock).
 const ArgumentGuard* argument_guard(const AtenOp& op);
