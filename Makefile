@@ -16,8 +16,10 @@ VENV     := .venv
 VPY      := $(VENV)/bin/python
 BUILD214 := build-214
 ASAN214  := build-asan-214
-ASANPY214 := build-asan-py-214
 export PYTHONDONTWRITEBYTECODE := 1
+# The Python suites run on every core with pytest-xdist (Note [The suite on every core] in
+# tests/python/conftest.py); PYTEST_JOBS= runs them in one process.
+PYTEST_JOBS ?= -n $(JOBS) --dist loadgroup
 # The 1.13 leg imports the package assembled in build/pkg (extensions + links to python/fxcpp).
 RUN113   := PYTHONPATH=$(CURDIR)/$(BUILD)/pkg FXCPP_PACKAGE_ROOT=$(CURDIR)/$(BUILD)/pkg FXCPP_BUILD_DIR=$(CURDIR)/$(BUILD)
 # The 2.14 leg imports the fxcpp pip installed into .venv.
@@ -57,20 +59,18 @@ build-214: $(VENV)/.ready
 	  -C build-dir=$(BUILD214) -C cmake.define.FXCPP_BUILD_TESTS=ON -C cmake.define.FXCPP_BUILD_BENCH=$(BENCH214) \
 	  -C cmake.define.FXCPP_BUILD_EXAMPLES=ON .
 
+# One ASan+UBSan tree for torch 2.14.1 (-O1 keeps the Python suites fast enough for CI) builds the
+# C++ tests and the sanitized extension (written to $(ASAN214)/pkg/fxcpp beside links to the
+# package's Python files), so the library is compiled with the sanitizers once.
 $(ASAN214)/CMakeCache.txt: | $(VENV)/.ready
-	cmake -S . -B $(ASAN214) -DCMAKE_BUILD_TYPE=Debug -DFXCPP_SANITIZE=ON -DFXCPP_BUILD_PYTHON=OFF \
+	cmake -S . -B $(ASAN214) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" -DFXCPP_SANITIZE=ON \
 	      -DFXCPP_BUILD_BENCH=OFF -DFXCPP_BUILD_EXAMPLES=OFF -DPython_EXECUTABLE=$(CURDIR)/$(VPY) >/dev/null
 
 build-asan-214: $(ASAN214)/CMakeCache.txt
-	cmake --build $(ASAN214) -j$(JOBS) --target fxcpp_torch_tests
+	cmake --build $(ASAN214) -j$(JOBS) --target fxcpp_core_tests fxcpp_torch_tests
 
-$(ASANPY214)/CMakeCache.txt: | $(VENV)/.ready
-	cmake -S . -B $(ASANPY214) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" -DFXCPP_SANITIZE=ON \
-	      -DFXCPP_BUILD_TESTS=OFF -DFXCPP_BUILD_BENCH=OFF -DFXCPP_BUILD_EXAMPLES=OFF \
-	      -DPython_EXECUTABLE=$(CURDIR)/$(VPY) >/dev/null
-
-build-asan-python-214: $(ASANPY214)/CMakeCache.txt
-	cmake --build $(ASANPY214) -j$(JOBS) --target fxcpp_C fxcpp_C_torch fxcpp_py_package
+build-asan-python-214: $(ASAN214)/CMakeCache.txt
+	cmake --build $(ASAN214) -j$(JOBS) --target fxcpp_C fxcpp_C_torch fxcpp_py_package
 
 # The C++ tests linked against the wheel's libtorch, plainly and under ASan+UBSan (the core's
 # tests do not depend on torch: they run under ASan once, in test-asan).
@@ -79,15 +79,16 @@ test-cpp-214: build-214
 	$(BUILD214)/fxcpp_torch_tests --gtest_brief=1
 
 test-asan-214: build-asan-214
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(ASAN214)/fxcpp_core_tests --gtest_brief=1
 	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(ASAN214)/fxcpp_torch_tests --gtest_brief=1
 
 # The Python suites on the pip-installed fxcpp (no PYTHONPATH: the installed package is imported).
 test-python-214: build-214
-	$(RUN214) $(VPY) -m pytest -q -p no:cacheprovider tests/python
+	$(RUN214) $(VPY) -m pytest -q -p no:cacheprovider $(PYTEST_JOBS) tests/python
 
 test-asan-python-214: build-asan-python-214
-	FXCPP_BUILD_DIR=$(CURDIR)/$(BUILD214) scripts/asan_python.sh $(ASANPY214) $(VPY) $(ASAN_PY_ARGS)
+	FXCPP_BUILD_DIR=$(CURDIR)/$(BUILD214) scripts/asan_python.sh $(ASAN214) $(VPY) $(PYTEST_JOBS) $(ASAN_PY_ARGS)
 
 # Debian's mirror lists pytorch 2.14.1+dfsg-1 but does not serve its files yet, so make test runs
 # PyTorch 2.6.0's FX suite (trixie) as the stand-in on torch 2.14.1 (about 90 s), strictly: a test
@@ -138,7 +139,7 @@ ASAN_PY_ARGS ?= tests/python --ignore=tests/python/test_memory.py --ignore=tests
                 --deselect=tests/python/test_subgraph_rewriter.py::test_very_long_chain_pattern
 
 test-asan-python: build-asan-python
-	FXCPP_BUILD_DIR=$(CURDIR)/$(BUILD) scripts/asan_python.sh $(ASANPY) $(PYTHON) $(ASAN_PY_ARGS)
+	FXCPP_BUILD_DIR=$(CURDIR)/$(BUILD) scripts/asan_python.sh $(ASANPY) $(PYTHON) $(PYTEST_JOBS) $(ASAN_PY_ARGS)
 
 test-cpp: build
 	$(BUILD)/fxcpp_core_tests --gtest_brief=1
@@ -154,7 +155,7 @@ test-asan: build-asan
 # (the guard sweep runs every valid call, 2 per overload, on this leg, 32 on torch 2.14.1's, to keep CI
 # in its time: test_guard_sweep.py)
 test-python: build
-	$(RUN113) FXCPP_GUARD_SWEEP_CASES=$${FXCPP_GUARD_SWEEP_CASES:-2} $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+	$(RUN113) FXCPP_GUARD_SWEEP_CASES=$${FXCPP_GUARD_SWEEP_CASES:-2} $(PYTHON) -m pytest -q -p no:cacheprovider $(PYTEST_JOBS) tests/python
 
 # Every suite on torch 2.14.1, then Debian's torch 1.13.1. Both legs with every part do not fit
 # CI's 90 minutes on 2 cores, so the 1.13 leg keeps the C++ tests (ASan+UBSan: `make test-asan`), the
@@ -190,7 +191,7 @@ fuzz: build build-214 build-asan-python-214
 	FXCPP_STRUCT_FUZZ_CASES=$${FXCPP_STRUCT_FUZZ_CASES:-4000} \
 	  $(RUN214) $(VPY) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_structured_fuzz.py
 	FXCPP_STRUCT_FUZZ_CASES=$${FXCPP_STRUCT_FUZZ_CASES:-800} FXCPP_BUILD_DIR=$(CURDIR)/$(BUILD214) \
-	  scripts/asan_python.sh $(ASANPY214) $(VPY) tests/python/test_structured_fuzz.py
+	  scripts/asan_python.sh $(ASAN214) $(VPY) tests/python/test_structured_fuzz.py
 	mkdir -p $(FUZZ)/corpus
 	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(FUZZ)/fxpt_fuzzer -max_total_time=$(FXCPP_FUZZ_SECONDS) $(FXPT_FUZZER_FLAGS) $(FUZZ)/corpus tests/fuzz/corpus
@@ -242,7 +243,7 @@ build-py%: .venv-%/.ready
 	  -C cmake.define.FXCPP_BUILD_BENCH=OFF -C cmake.define.FXCPP_BUILD_EXAMPLES=ON .
 
 test-python-py%: build-py%
-	FXCPP_BUILD_DIR=$(CURDIR)/build-$* .venv-$*/bin/python -m pytest -q -p no:cacheprovider tests/python
+	FXCPP_BUILD_DIR=$(CURDIR)/build-$* .venv-$*/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_JOBS) tests/python
 
 test-matrix: $(foreach p,$(MATRIX_PYS),test-python-py$(p))
 
@@ -286,4 +287,4 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(ASANPY) $(BUILD214) $(ASAN214) $(ASANPY214) $(foreach p,$(MATRIX_PYS),build-$(p))
+	rm -rf $(BUILD) $(ASAN) $(ASANPY) $(BUILD214) $(ASAN214) $(foreach p,$(MATRIX_PYS),build-$(p))

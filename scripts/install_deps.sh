@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages fxcpp needs, only those that are missing.
 set -euo pipefail
 PKGS="cmake g++ make python3-dev pybind11-dev python3-torch python3-torchvision libtorch-dev libgtest-dev
-      libbenchmark-dev python3-pytest python3-hypothesis python3-tabulate python3-matplotlib graphviz
+      libbenchmark-dev python3-pytest python3-pytest-xdist python3-hypothesis python3-tabulate python3-matplotlib graphviz
       nlohmann-json3-dev python3-torchaudio python3-pydot chromium chromium-driver python3-selenium
       python3-pil fonts-dejavu-core"
 # `install_deps.sh fuzz`: also what the coverage-guided fuzzer needs (clang, libFuzzer).

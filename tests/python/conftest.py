@@ -4,7 +4,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The package under test: FXCPP_PACKAGE_ROOT names a folder holding an assembled fxcpp
-# (make's 1.13 leg: build/pkg; the ASan legs: build-asan-py*/pkg, whose fxcpp._C is the
+# (make's 1.13 leg: build/pkg; the ASan legs: build-asan-py/pkg and build-asan-214/pkg, whose fxcpp._C is the
 # ASan+UBSan build); the check below makes sure the run really imports it. Unset (the
 # 2.14 leg), the fxcpp installed into the running Python is tested.
 PY = os.environ.get('FXCPP_PACKAGE_ROOT')
@@ -52,3 +52,23 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section('expected failures by reason')
     for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
         terminalreporter.write_line(f'{n:5d}  {reason}')
+
+
+# Note [The suite on every core]: make runs the Python suites with pytest-xdist, one worker per
+# core (PYTEST_JOBS in the Makefile). --dist loadgroup sends each group of tests to one worker as a
+# whole; every file is its own group, so a module's fixtures are computed once, as in a serial run.
+# The three files that draw on test_planner_fuzz's recorded ATen calls (one OpInfo walk of about two
+# minutes, cached per process) share one group, so the walk happens once, not once per worker.
+_SHARED_GROUPS = {'test_planner_fuzz.py': 'aten_calls', 'test_guard_sweep.py': 'aten_calls',
+                  'test_structured_fuzz.py': 'aten_calls'}
+
+
+def pytest_configure(config):
+    config.addinivalue_line('markers', 'xdist_group(name): the tests one pytest-xdist worker runs together')
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+    for item in items:
+        base = os.path.basename(str(item.fspath))
+        item.add_marker(pytest.mark.xdist_group(_SHARED_GROUPS.get(base, base)))
