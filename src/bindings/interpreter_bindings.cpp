@@ -33,7 +33,7 @@
 // _interp_register (torch.fx's message format), on the slow path only.
 #include "bindings.h"
 #include "fxcpp/core/dialect.h"
-#include "fxcpp/passes/last_uses.h"
+#include "fxcpp/core/last_uses.h"
 
 #include <algorithm>
 #include <string>

@@ -3,7 +3,7 @@
 #include "fxcpp/core/codegen.h"
 
 #include "fxcpp/core/dialect.h"
-#include "fxcpp/passes/last_uses.h"
+#include "fxcpp/core/last_uses.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -520,7 +520,7 @@ class Generator {
   // After each node the generated code sets the values whose last use it is
   // to None (`relu = torch.relu(lin);  lin = None`), so that eager execution
   // frees them as torch.fx's code does. Which values those are is the core
-  // pass last_uses() (passes/last_uses.cpp), the same analysis the
+  // analysis last_uses() (core/last_uses.cpp), the same analysis the
   // Interpreter uses, here with inputs of other graphs included (torch.fx
   // frees those by name too). Dialect::fx_2 (Note [Dialect]) also frees a
   // value nobody uses right after it is computed (`y = f(x);  x = y = None`),

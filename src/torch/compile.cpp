@@ -8,7 +8,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "fxcpp/passes/last_uses.h"
+#include "fxcpp/core/last_uses.h"
 #include "plan.h"
 
 namespace fxcpp::torch {

@@ -1,4 +1,4 @@
-#include "fxcpp/passes/last_uses.h"
+#include "fxcpp/core/last_uses.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-// fxcpp pass: last uses (torch.fx Interpreter's user_to_last_uses).
+// fxcpp core: last uses (torch.fx Interpreter's user_to_last_uses).
 #pragma once
 
 #include <cstddef>

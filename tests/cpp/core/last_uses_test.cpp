@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "fxcpp/passes/last_uses.h"
+#include "fxcpp/core/last_uses.h"
 #include "../core/test_util.h"
 
 using namespace fxcpp;
