@@ -193,40 +193,18 @@ def _export_format(output: str) -> str:
 
 
 def _save_pt2(ep, path: str) -> None:
-    """torch.export.save(ep) into memory, then written to `path` atomically where it is (or will
-    be) a regular file: a temporary file beside it, renamed over it once complete, so a failure
-    leaves no partial file and an existing one unchanged; a device (/dev/null) is written
-    directly. Raises OSError when it cannot be written."""
+    """torch.export.save(ep) into memory, then written to `path` by fxcpp's one file writer
+    (Note [Atomic saving] in src/torch/save.cpp): a failure leaves no partial file and an existing
+    one unchanged; a device (/dev/null) is written directly. Raises OSError when it cannot be
+    written."""
     import io
-    import tempfile
 
     import torch
-    if not path or os.path.isdir(path):
-        raise IsADirectoryError(21, os.strerror(21), path) if path else FileNotFoundError(2, os.strerror(2), path)
+
+    from . import _C_torch
     buf = io.BytesIO()
     torch.export.save(ep, buf)
-    data = buf.getbuffer()
-    if os.path.exists(path) and not os.path.isfile(path):
-        with open(path, "wb") as f:
-            f.write(data)
-        return
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=os.path.dirname(path) or ".")
-    try:
-        # The mode a new file would get (mkstemp's is 0600), or the replaced file's.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(fd, os.stat(path).st_mode & 0o7777 if os.path.isfile(path) else 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    _C_torch.write_file(path, buf.getbuffer())
 
 
 def _export_pt2(args, model, example) -> int:

@@ -109,7 +109,17 @@ void set_assertion_error(const char* text) {
   else PyErr_SetNone(PyExc_AssertionError);
 }
 
-#ifndef FXCPP_BINDINGS_TORCH
+#ifdef FXCPP_BINDINGS_TORCH
+// OSError(code, text): Python picks the subclass of the errno (IsADirectoryError, ...).
+void set_os_error(int code, const char* text) {
+  PyObject* msg = PyUnicode_DecodeUTF8(text, static_cast<Py_ssize_t>(std::strlen(text)), "backslashreplace");
+  if (!msg) return;
+  PyObject* exc = PyObject_CallFunction(PyExc_OSError, "iN", code, msg);
+  if (!exc) return;
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc)), exc);
+  Py_DECREF(exc);
+}
+#else
 // torch.fx's KeyError(node) (from `val_map[node]`, the matcher's lookups);
 // KeyError(text) when the node cannot be wrapped.
 void set_key_error_of(const Node* node, const char* text) {
@@ -130,6 +140,8 @@ void set_python_error_from_cpp() {
   } catch (const PythonError&) {
     // already set
 #ifdef FXCPP_BINDINGS_TORCH
+  } catch (const torch::FileError& e) {
+    set_os_error(e.code(), e.what());
   } catch (const torch::InputError& e) {
     set_error(PyExc_TypeError, e.what());
   } catch (const torch::FormatError& e) {

@@ -307,7 +307,8 @@ void emit(const Prepared& p, caffe2::serialize::PyTorchStreamWriter& writer) {
 // creating or truncating anything (a fifo without a reader is an error, not
 // a hang) and written directly; any error is raised, but what the bytes
 // already written did cannot be undone. A directory is refused.
-// python/fxcpp/aten/_format.py (_write_file) implements the same policy.
+// write_bytes() is the same writer for bytes made elsewhere (fxcpp.aten.save's,
+// the CLI's torch.export archives): fxcpp has no other file writer.
 class FdSink {
  public:
   explicit FdSink(int fd) : fd_(fd) {}
@@ -338,7 +339,7 @@ class FdSink {
 };
 
 [[noreturn]] void write_error(const std::string& what, const std::string& path, int err) {
-  throw Error("fxcpp::torch::save: cannot " + what + " '" + path + "' (" + std::strerror(err) + ")");
+  throw FileError("fxcpp::torch::save: cannot " + what + " '" + path + "' (" + std::strerror(err) + ")", err);
 }
 
 // The process's umask, read without changing it (umask() would, for every thread).
@@ -352,7 +353,7 @@ mode_t current_umask() {
 
 // Writes what `produce` gives the sink to `path` (Note [Atomic saving]).
 void write_file(const std::string& path, const std::function<void(FdSink&)>& produce) {
-  if (path.empty()) throw Error("fxcpp::torch::save: the path is empty");
+  if (path.empty()) throw FileError("fxcpp::torch::save: the path is empty", ENOENT);
   std::string target = path;
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
@@ -472,5 +473,9 @@ std::string save_to_buffer(const Graph& graph, const std::vector<NamedTensor>& t
 }
 
 void save(const Module& module, const std::string& path) { save(module.graph(), module.named_tensors(), path); }
+
+void write_bytes(const std::string& path, const void* data, size_t size) {
+  write_file(path, [data, size](FdSink& sink) { sink.write(data, size); });
+}
 
 }  // namespace fxcpp::torch

@@ -247,6 +247,34 @@ TEST(SaveAtomic, DevFullThrowsInsteadOfAborting) {
   }
 }
 
+// write_bytes: the same writer for bytes made elsewhere; its errors carry the errno.
+TEST(SaveAtomic, WriteBytesReplacesWhollyAndReportsTheErrno) {
+  TempPath file("bytes.bin");
+  { std::ofstream(file.path) << "old content"; }
+  ::chmod(file.path.c_str(), 0640);
+  const std::string data(100000, 'x');
+  write_bytes(file.path, data.data(), data.size());
+  std::ifstream in(file.path, std::ios::binary);
+  std::string back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(back, data);
+  struct stat st;
+  ASSERT_EQ(::stat(file.path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);  // the replaced file's mode
+  auto code_of = [](const std::string& path) {
+    try {
+      write_bytes(path, "abc", 3);
+    } catch (const FileError& e) {
+      EXPECT_NE(std::string(e.what()).find(path.empty() ? "empty" : path), std::string::npos) << e.what();
+      return e.code();
+    }
+    return 0;
+  };
+  EXPECT_EQ(code_of(::testing::TempDir()), EISDIR);
+  EXPECT_EQ(code_of("/dev/full"), ENOSPC);
+  EXPECT_EQ(code_of("/nonexistent-fxcpp-dir/x.bin"), ENOENT);
+  EXPECT_EQ(code_of(""), ENOENT);
+}
+
 TEST(SaveAtomic, UnwritableDirectoryThrows) {
   auto gt = graph_with_tensor(16);
   EXPECT_THROW(save(*gt.graph, gt.tensors, "/nonexistent-fxcpp-dir/sub/model.fxpt"), Error);

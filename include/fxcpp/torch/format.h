@@ -116,6 +116,13 @@ void save(const Graph& graph, const std::vector<NamedTensor>& tensors, const std
           const SaveOptions& options = {});
 /// save(module.graph(), module.named_tensors(), path).
 void save(const Module& module, const std::string& path);
+/// Writes `size` bytes at `data` to `path` by the same rules as save() (Note
+/// [Atomic saving]): the target holds its old content or the complete new one;
+/// a device or fifo is written directly; a directory is refused. The one file
+/// writer of fxcpp: Python's fxcpp.aten.save and the CLI's .pt2 export write
+/// through it (fxcpp._C_torch.write_file). Throws FileError (path, step,
+/// errno). O(size) plus one fsync.
+void write_bytes(const std::string& path, const void* data, size_t size);
 /// The same file's bytes, in memory.
 std::string save_to_buffer(const Graph& graph, const std::vector<NamedTensor>& tensors,
                            const SaveOptions& options = {});

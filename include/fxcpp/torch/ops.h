@@ -40,6 +40,17 @@ struct FormatError : Error {
 struct InputError : Error {
   using Error::Error;
 };
+/// A file could not be written (or opened): `what()` names the path, the step
+/// and the OS's reason; code() is the errno value (Python sees an OSError of
+/// that errno, e.g. IsADirectoryError for EISDIR).
+class FileError : public Error {
+ public:
+  FileError(const std::string& what, int code) : Error(what), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
 
 /// The primitives a lowered graph may use besides ATen operators (the closed
 /// set documented in docs/fxpt_format.md).

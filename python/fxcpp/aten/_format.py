@@ -6,12 +6,11 @@ lists it) with a ``graph.json`` record and one raw record per tensor storage,
 stored uncompressed and 64-byte aligned. The codec is C++'s, one reader and
 one writer (src/torch/load.cpp, save.cpp): this module hands them the graph
 in memory (Note [Graph handover] in src/bindings/handover.h) and keeps what
-only Python can do, the nn.Module around the graph and writing the file.
+only Python can do, the nn.Module around the graph; the C++ writer writes the file.
 Loading runs no code from the file: the graph is JSON, operators are looked
 up by name among registered schemas, and the C++ reader checks every record
 (Note [Loading untrusted files] in src/torch/load.cpp).
 """
-import errno
 import keyword
 import os
 import re
@@ -99,130 +98,8 @@ def save(gm: GraphModule, path, format=None) -> None:
     ValueError naming the node, before anything is written.
     """
     data = _to_bytes(gm, _format_of(path, format))
-    _write_file(path, lambda sink: sink.write(data))
-
-
-class _FdSink:
-    """What PyTorch's archive writer writes through: it never raises (an
-    exception inside the writer ends the process when the writer's destructor
-    writes again), it remembers the first error instead (Note [Atomic saving]
-    in src/torch/save.cpp)."""
-
-    def __init__(self, fd: int):
-        self.fd = fd
-        self.error: Any = None
-
-    def write(self, data) -> int:
-        n = len(data)
-        if self.error is None:
-            try:
-                view = memoryview(data)
-                while len(view):
-                    view = view[os.write(self.fd, view):]
-            except BaseException as e:  # noqa: BLE001 -- KeyboardInterrupt too, raised after the writer is done
-                self.error = e
-        return n
-
-
-def _umask() -> int:
-    try:
-        with open('/proc/self/status') as f:
-            for line in f:
-                if line.startswith('Umask:'):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
-
-
-def _write_file(path, produce) -> None:
-    """Calls ``produce(sink)`` to write the file at ``path`` atomically: the
-    target holds its old content or the complete new one (Note [Atomic saving]
-    in src/torch/save.cpp: a temporary file in the same directory, fsync'ed
-    and renamed; a device or fifo is written directly). Raises OSError saying
-    what failed; leaves no partial file."""
-    import stat
-    import tempfile
-    path = os.fspath(path)
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
-    if not path:
-        raise FileNotFoundError(errno.ENOENT, 'fxcpp.aten.save: the path is empty')
-    target = os.path.realpath(path) if os.path.islink(path) else path
-    try:
-        st = os.stat(target)
-    except (FileNotFoundError, NotADirectoryError):
-        st = None
-
-    def fail(err: BaseException, what: str):
-        if isinstance(err, OSError):
-            raise OSError(err.errno, f'fxcpp.aten.save: cannot {what} {path!r}: {err.strerror or err}') from err
-        raise err
-
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        raise IsADirectoryError(errno.EISDIR, f'fxcpp.aten.save: cannot write {path!r}: it is a directory')
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        try:
-            fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        except OSError as e:
-            fail(e, 'open')
-        sink = _FdSink(fd)
-        try:
-            os.set_blocking(fd, True)
-            produce(sink)
-        except OSError as e:
-            sink.error = sink.error or e
-        finally:
-            try:
-                os.close(fd)
-            except OSError as e:
-                sink.error = sink.error or e
-        if sink.error is not None:
-            fail(sink.error, 'write')
-        return
-
-    directory, base = os.path.split(target)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f'.{base}.tmp-', dir=directory or '.')
-    except OSError as e:
-        fail(e, 'create a temporary file for')
-    err: Any = None
-    try:
-        os.fchmod(fd, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
-        sink = _FdSink(fd)
-        produce(sink)
-        err = sink.error
-        if err is None:
-            os.fsync(fd)
-    except OSError as e:
-        err = e
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    try:
-        os.close(fd)
-    except OSError as e:
-        err = err or e
-    if err is None:
-        try:
-            os.replace(tmp, target)
-        except OSError as e:
-            err = e
-    if err is not None:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        fail(err, 'write')
-    try:  # the rename is durable once the directory is: best effort
-        dfd = os.open(directory or '.', os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+    # Note [Atomic saving] (src/torch/save.cpp): fxcpp's one file writer; OSError saying why.
+    _C_torch.write_file(path, data)
 
 
 # ---- loading --------------------------------------------------------------------------

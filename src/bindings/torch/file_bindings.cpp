@@ -607,6 +607,27 @@ PyObject* write_graph(PyObject*, PyObject* args, PyObject* kwargs) {
   return PyBytes_FromStringAndSize(bytes.data(), static_cast<Py_ssize_t>(bytes.size()));
 }
 
+/// write_file(path, data): torch::write_bytes (Note [Atomic saving]); `path` is
+/// str, bytes or os.PathLike, `data` any buffer. The GIL is released while writing.
+PyObject* write_file(PyObject*, PyObject* args, PyObject*) {
+  PyObject* raw_path = nullptr;
+  Py_buffer data;
+  if (!PyArg_ParseTuple(args, "O&y*:write_file", PyUnicode_FSConverter, &raw_path, &data)) return nullptr;
+  Ref path = Ref::steal(raw_path);
+  std::string target(PyBytes_AS_STRING(path.get()), static_cast<size_t>(PyBytes_GET_SIZE(path.get())));
+  PyThreadState* ts = PyEval_SaveThread();
+  try {
+    torch::write_bytes(target, data.buf, static_cast<size_t>(data.len));
+  } catch (...) {
+    PyEval_RestoreThread(ts);
+    PyBuffer_Release(&data);
+    throw;
+  }
+  PyEval_RestoreThread(ts);
+  PyBuffer_Release(&data);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef file_methods[] = {
     def<read_graph>("read_graph", METH_VARARGS | METH_KEYWORDS,
                     "read_graph(source, graph, *, trusted=False, mmap=True) -> (class_name, [(name, kind, tensor, "
@@ -616,6 +637,9 @@ PyMethodDef file_methods[] = {
                      "write_graph(graph, tensors, *, class_name='GraphModule', format='fxpt') -> bytes: the .fxpt "
                      "file (format='pt2': the .pt2 archive) of a lowered fxcpp Graph and its get_attr tensors [(name, kind, tensor, requires_grad)], "
                      "encoded by the C++ writer."),
+    def<write_file>("write_file", METH_VARARGS,
+                    "write_file(path, data): writes the bytes-like `data` to `path` atomically (the target keeps its "
+                    "old content or gets the complete new one; a device or fifo is written directly); OSError on failure."),
     kEndOfMethods};
 
 }  // namespace
