@@ -36,6 +36,7 @@ configured_mirror() {
   { grep -h '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}'
     grep -h '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
       sed 's/\[[^]]*\]//' | awk '{print $2}'; } | grep -v -- '-security' | head -n1
+  return 0  # a missing sources file is no error (set -e, pipefail); an empty answer is refused below
 }
 MIRROR="${UPSTREAM_MIRROR:-$(configured_mirror)}"
 if [ -z "$MIRROR" ]; then

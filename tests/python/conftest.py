@@ -55,20 +55,33 @@ def pytest_terminal_summary(terminalreporter):
 
 
 # Note [The suite on every core]: make runs the Python suites with pytest-xdist, one worker per
-# core (PYTEST_JOBS in the Makefile). --dist loadgroup sends each group of tests to one worker as a
-# whole; every file is its own group, so a module's fixtures are computed once, as in a serial run.
-# The three files that draw on test_planner_fuzz's recorded ATen calls (one OpInfo walk of about two
-# minutes, cached per process) share one group, so the walk happens once, not once per worker.
+# core (PYTEST_JOBS in the Makefile). The scheduler below sends each file to one worker as a whole,
+# so a module's fixtures are computed once, as in a serial run; and the three files that draw on
+# test_planner_fuzz's recorded ATen calls (one OpInfo walk of minutes, cached per process) go to
+# the same worker, so the walk happens once, not once per worker. (xdist's own --dist loadgroup
+# marks do not take effect with pytest 9 and pytest-xdist 3.8: every test went its own way.)
 _SHARED_GROUPS = {'test_planner_fuzz.py': 'aten_calls', 'test_guard_sweep.py': 'aten_calls',
                   'test_structured_fuzz.py': 'aten_calls'}
 
+# Each worker runs torch on one thread: two workers on two cores with torch's default of a thread per
+# core each would oversubscribe them (and torch's pool spins while it waits).
+if os.environ.get('PYTEST_XDIST_WORKER'):
+    import torch  # noqa: E402
 
-def pytest_configure(config):
-    config.addinivalue_line('markers', 'xdist_group(name): the tests one pytest-xdist worker runs together')
+    torch.set_num_threads(1)
+
+import pytest  # noqa: E402
 
 
-def pytest_collection_modifyitems(config, items):
-    import pytest
-    for item in items:
-        base = os.path.basename(str(item.fspath))
-        item.add_marker(pytest.mark.xdist_group(_SHARED_GROUPS.get(base, base)))
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unused without it
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroups(LoadScopeScheduling):
+        """--dist loadfile, with the files of _SHARED_GROUPS as one unit."""
+
+        def _split_scope(self, nodeid):
+            path = nodeid.split('::', 1)[0]
+            return _SHARED_GROUPS.get(os.path.basename(path), path)
+
+    return FileGroups(config, log)
