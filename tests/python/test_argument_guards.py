@@ -5,6 +5,9 @@ source may call them; the C++ runtime refuses every argument the kernel would re
 of bounds with an error naming it, and runs the rest as eager PyTorch does (the
 hypothesis test draws shapes and compares with the eager kernel wherever the guard's
 rule admits the call, which is the only place the eager kernel may safely be called)."""
+import contextlib
+import copy
+import io
 import os
 import re
 import subprocess
@@ -236,7 +239,7 @@ def test_guarded_batch_norm_matches_eager_where_valid(variant, batch, channels, 
 def _guarded_module(tmp_path, name, target, args, inputs):
     doc = _doc([_ph(n) for n in inputs] + [_call('op', target, *args), _out(_ref('op'))])
     path = _write(os.path.join(str(tmp_path), f'{name}.fxpt'), doc)
-    return _Both(aten.load(path, runtime='cpp', mmap=False), aten.load(path, runtime='python', mmap=False), path)
+    return _Both(aten.load(path, runtime='cpp', mmap=False), aten.load(path, runtime='python', mmap=False), path, doc)
 
 
 # The C++-only runner (no Python in its process), built with the C++ tests.
@@ -283,13 +286,85 @@ def _drive(path, args):
         return 'ok', torch.frombuffer(bytearray(data), dtype=torch.float32) if data else torch.empty(0)
 
 
+def _substitute(value, literals):
+    """`value` (a node's args or kwargs as the file has them) with each reference to a
+    name in `literals` replaced by that literal."""
+    if isinstance(value, dict) and set(value) == {'node'} and value['node'] in literals:
+        return literals[value['node']]
+    if isinstance(value, dict):
+        return {k: _substitute(v, literals) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, literals) for v in value]
+    return value
+
+
+def _baked(doc, args):
+    """The file `doc` with every input after the first stored in it: a tensor as a stored
+    tensor (its sizes, strides and offset kept) that a get_attr node reads, a number as a
+    literal. A file of one input is what `fxcpp run` can call: (doc, records), or None where
+    an input cannot be stored so."""
+    doc = copy.deepcopy(doc)
+    placeholders = [n for n in doc['nodes'] if n['op'] == 'placeholder']
+    literals, records = {}, []
+    for node, a in zip(placeholders[1:], args[1:]):
+        if isinstance(a, torch.Tensor) and a.dtype in (torch.float32, torch.int64, torch.bool):
+            extent = 1 + a.storage_offset() + sum((s - 1) * st for s, st in zip(a.shape, a.stride())) \
+                if a.numel() else 0
+            base = torch.zeros(extent, dtype=a.dtype)
+            if a.numel():  # by index: elements of a stride-0 tensor share a place
+                where = torch.arange(extent).as_strided(a.shape, a.stride(), a.storage_offset()).reshape(-1)
+                base[where] = a.reshape(-1)
+            data = base.numpy().tobytes()
+            records.append((f'data/{len(records)}', data))
+            doc['storages'].append({'record': records[-1][0], 'nbytes': len(data)})
+            doc['tensors'].append({'name': node['name'], 'kind': 'buffer', 'dtype': str(a.dtype)[6:],
+                                   'storage': len(records) - 1, 'offset': a.storage_offset() if a.numel() else 0,
+                                   'sizes': list(a.shape), 'strides': list(a.stride()), 'requires_grad': False})
+            node.update(op='get_attr', target=node['name'])
+        elif isinstance(a, (bool, int, float)):
+            literals[node['name']] = a
+        else:
+            return None
+    doc['nodes'] = [dict(n, args=_substitute(n['args'], literals), kwargs=_substitute(n['kwargs'], literals))
+                    for n in doc['nodes'] if n['name'] not in literals]
+    return doc, records
+
+
+def _cli(doc, args):
+    """`fxcpp run` (the CLI's entry point, in this process) on the file `doc` with the
+    inputs after the first stored in it, and the first drawn by the CLI at its shape:
+    ('ok', None) or ('error', what it printed), or None where the CLI cannot take the call
+    (it draws one contiguous float32 input of one dimension or more, each positive)."""
+    x = args[0] if args else None
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or not x.is_contiguous() or x.dim() == 0 \
+            or 0 in x.shape:
+        return None
+    baked = _baked(doc, args)
+    if baked is None:
+        return None
+    from fxcpp import cli
+    threads = torch.get_num_threads()
+    err = io.StringIO()
+    with tempfile.TemporaryDirectory() as d:
+        path = _write(os.path.join(d, 'cli.fxpt'), *baked)
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                code = cli.main(['run', path, '--input-shape', ','.join(map(str, x.shape)), '--repeat', '1'])
+        finally:
+            torch.set_num_threads(threads)
+    assert code in (0, 1) and 'Traceback' not in err.getvalue(), (code, err.getvalue())
+    return ('ok', None) if code == 0 else ('error', err.getvalue())
+
+
 class _Both:
     """Calls the C++ runtime (twice: the second run is the planned one), the Python
     runtime and the C++-only runner (where it is built and takes the inputs) with the same
-    inputs: all must raise the same guard error, or agree."""
+    inputs: all must raise the same guard error, or agree; and `fxcpp run` on the file with
+    the inputs after the first stored in it (where the CLI takes the call) must refuse it
+    with the same message, or run it."""
 
-    def __init__(self, cpp, py, path=None):
-        self.cpp, self.py, self.path = cpp, py, path
+    def __init__(self, cpp, py, path=None, doc=None):
+        self.cpp, self.py, self.path, self.doc = cpp, py, path, doc
 
     def __call__(self, *args):
         results = []
@@ -303,12 +378,17 @@ class _Both:
         driven = _drive(self.path, args) if self.path is not None else None
         if driven is not None:
             assert driven[0] == results[0][0], f'the C++ runner disagrees: {driven} vs {results[0]}'
+        shown = _cli(self.doc, args) if self.doc is not None else None
+        if shown is not None:
+            assert shown[0] == results[0][0], f'fxcpp run disagrees: {shown} vs {results[0]}'
         if kinds == {'error'}:
             # The C++ runtime names the node before the guard's own message.
             messages = [m.split(' failed: ', 1)[-1] for _, m in results]
             assert len(set(messages)) == 1, messages
             if driven is not None:
                 assert messages[0] in driven[1], (messages[0], driven[1])
+            if shown is not None:
+                assert messages[0] in shown[1], (messages[0], shown[1])
             raise RuntimeError(messages[0])
         for _, r in results[1:]:
             torch.testing.assert_close(r, results[0][1], equal_nan=True)
@@ -555,7 +635,7 @@ def test_out_kernels_refuse_an_out_tensor_that_overlaps_itself(tmp_path, target,
                 {'op': 'call_function', 'name': 'op', 'target': target, 'args': [_ref('x'), {'list': size}],
                  'kwargs': {'out': _ref('out')}}, _out(_ref('op'))])
     path = _write(os.path.join(str(tmp_path), f'{target[6:]}.fxpt'), doc)
-    m = _Both(aten.load(path, runtime='cpp', mmap=False), aten.load(path, runtime='python', mmap=False), path)
+    m = _Both(aten.load(path, runtime='cpp', mmap=False), aten.load(path, runtime='python', mmap=False), path, doc)
     expanded = torch.zeros(1).expand(1, 2, *size)
     base = target[6:].split('.')[0]
     with pytest.raises(RuntimeError, match=re.escape(f"{base}: argument 'out' of shape [1, 2, {', '.join(['2'] * rank)}] "
