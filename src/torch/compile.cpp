@@ -637,7 +637,11 @@ class Compiler {
         o.kind = Operand::Kind::SlotToInt;
       if (o.kind == Operand::Kind::Slot && base->kind() == K::BoolType) o.kind = Operand::Kind::SlotToBool;
       if (o.kind == Operand::Kind::Slot && base->kind() == K::NumberType) o.kind = Operand::Kind::SlotToNumber;
-      if (o.kind == Operand::Kind::Slot && base->kind() == K::TensorType) o.kind = Operand::Kind::SlotToTensor;
+      if (o.kind == Operand::Kind::Slot && base->kind() == K::TensorType) {
+        o.kind = Operand::Kind::SlotToTensor;
+        const AtenOp* op = as_aten_op(n->target().fn());
+        o.wrap_numbers = !op || op->numbers_as_tensors;  // Note [Numbers as tensors]
+      }
       return o;
     }
     switch (t->kind()) {
@@ -688,8 +692,14 @@ class Compiler {
       case K::TensorType:
         // A number where the schema takes a Tensor: torch's Python binding
         // wraps it in a 0-dim "wrapped number" tensor (which type promotion
-        // treats like a Python scalar); so does the runtime, once, here.
+        // treats like a Python scalar) for the operators of Note [Numbers as
+        // tensors]; so does the runtime, once, here, and refuses it elsewhere.
         if (a.kind() == ArgKind::Int || a.kind() == ArgKind::Double || a.kind() == ArgKind::Bool) {
+          const AtenOp* op = as_aten_op(n->target().fn());
+          if (op && !op->numbers_as_tensors)
+            throw FormatError(where(n) + "passes a number as '" + pname + "', which has type Tensor, to " +
+                              op->qualified + ", which takes no number for a tensor (nor does torch's Python "
+                              "binding): pass a tensor, or call an overload that takes a Scalar");
           o.value = Plan::wrapped_number(a);
           return o;
         }

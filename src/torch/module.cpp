@@ -26,6 +26,13 @@ Module::Module(std::unique_ptr<Graph> graph, std::vector<NamedTensor> tensors, M
   plan_ = Plan::compile(*graph_, tensors_, options);
 }
 Module::Module(Module&&) noexcept = default;
+
+void check_compiles(const Graph& graph, const std::vector<NamedTensor>& tensors) {
+  ModuleOptions options;
+  options.plan_memory = false;
+  Plan::compile(graph, tensors, options);
+}
+
 Module& Module::operator=(Module&&) noexcept = default;
 Module::~Module() = default;
 

@@ -2,6 +2,8 @@
 // constants (Note [Runtime targets] in ops.h).
 #include "fxcpp/torch/ops.h"
 
+#include <torch/csrc/api/include/torch/version.h>
+
 #include "names.h"
 
 #include <map>
@@ -13,6 +15,35 @@ namespace fxcpp::torch {
 namespace {
 
 // ---- ATen operators -------------------------------------------------------------
+
+// Note [Numbers as tensors]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// `torch.ops.aten.add.Tensor(x, 1)` runs: torch's Python binding turns the 1
+// into a 0-dim "wrapped number" tensor. It does so for a few operators only
+// (torch::should_allow_numbers_as_tensors, by the operator's name, every
+// overload; and every prims:: operator): elsewhere
+// `torch.ops.aten.ne.Tensor(x, 1)` is a TypeError. torch.fx graphs and
+// torch.export programs therefore hold numbers for tensors only there, and the
+// runtime takes them only there, so it refuses at load what the Python runtime
+// could not run (an untrusted file is checked at load by both:
+// check_compiles). The names are those of the LibTorch it is built with
+// (torch 2 added copy and _conj); tests/python/test_untrusted_files.py
+// compares them with the installed torch's for every registered operator.
+bool takes_numbers_as_tensors(const std::string& ns, const std::string& base) {
+  if (ns == "prims") return true;
+  if (ns != "aten") return false;
+  static const char* const kNames[] = {
+      "add", "add_", "div", "div_", "divide", "divide_", "mul", "mul_", "multiply", "multiply_", "sub", "sub_",
+      "subtract", "subtract_", "true_divide", "true_divide_", "floor_divide", "floor_divide_", "to", "_to_copy",
+      "copy_",
+#if TORCH_VERSION_MAJOR >= 2
+      "copy", "_conj",
+#endif
+  };
+  for (const char* n : kNames)
+    if (base == n) return true;
+  return false;
+}
 
 class AtenOpInterface final : public ObjectInterface {
  public:
@@ -120,6 +151,7 @@ Object aten_op(const std::string& qualified) {
   op->qualified = canonical;
   op->python = "torch.ops." + ns + "." + base + "." + shown;
   op->name = base + "." + shown;
+  op->numbers_as_tensors = takes_numbers_as_tensors(ns, base);
   AtenOp* raw = op.get();
   table.emplace(canonical, std::move(op));
   return Object::steal(&aten_iface, raw);

@@ -30,7 +30,7 @@ class Plan {
       SlotToInt,      ///< frame slot, a bool as an int (schema type int); anything else an Error
       SlotToBool,     ///< frame slot that must hold a bool (schema type bool)
       SlotToNumber,   ///< frame slot that must hold an int, float or bool (schema type Scalar)
-      SlotToTensor,   ///< frame slot; a number becomes a wrapped-number tensor (schema type Tensor)
+      SlotToTensor,   ///< frame slot; a number becomes a wrapped-number tensor where wrap_numbers (schema type Tensor)
       IntList,        ///< typed lists built from `items`
       DoubleList,
       BoolList,
@@ -43,6 +43,7 @@ class Plan {
     };
     Kind kind = Kind::Const;
     bool optional = false;  ///< SlotTo*: the schema type is optional (None passes)
+    bool wrap_numbers = true;  ///< SlotToTensor: the operator takes numbers for tensors (Note [Numbers as tensors])
     uint32_t slot = 0;
     c10::IValue value;
     std::vector<Operand> items;

@@ -1,6 +1,7 @@
 // The runtime's executor: runs a Plan (plan.h) on pooled frames, with the
 // primitives' Python semantics (Note [Primitive semantics]). Note [Runtime plan]
 // in fxcpp/torch/module.h.
+#include <ATen/TensorIndexing.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
@@ -231,6 +232,34 @@ double float_floordiv(double x, double y) {
   return fl;
 }
 
+// Note [Indexing a tensor]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// operator.getitem of a tensor with an int, a bool or a slice is what
+// Tensor.__getitem__ does in Python (the Python runtime's code indexes the
+// tensor itself): at::indexing::get_item, the LibTorch implementation of
+// Python's indexing that torch's binding shares. An int selects along the
+// first dimension (negative from the end, out of range an IndexError), a bool
+// adds a dimension (True) or an empty one (False), a slice is a view with
+// Python's bounds (clamped; a step below 1 is an error). The result aliases the
+// tensor, as getitem results join their container's alias set in the planner
+// (Note [Memory planning]).
+template <typename T>
+c10::optional<T> slice_bound(c10::optional<int64_t> v) {
+  return v ? c10::optional<T>(T(*v)) : c10::optional<T>();
+}
+
+c10::IValue tensor_getitem(const at::Tensor& t, c10::optional<int64_t> start, c10::optional<int64_t> stop,
+                           c10::optional<int64_t> step) {
+  using Bound = std::decay_t<decltype(std::declval<at::indexing::Slice>().start())>;  // int64_t or SymInt
+  return at::indexing::get_item(
+      t, {at::indexing::Slice(slice_bound<Bound>(start), slice_bound<Bound>(stop), slice_bound<Bound>(step))});
+}
+
+c10::IValue tensor_getitem(const at::Tensor& t, const c10::IValue& index) {
+  return index.isBool() ? at::indexing::get_item(t, {at::indexing::TensorIndex(index.toBool())})
+                        : at::indexing::get_item(t, {at::indexing::TensorIndex(index.toInt())});
+}
+
 // CPython's slice adjustment for a sequence of `size` items. Returns the
 // number of items picked; start and step index them (start + i * step).
 int64_t adjust_slice(int64_t size, c10::optional<int64_t> ostart, c10::optional<int64_t> ostop,
@@ -328,8 +357,9 @@ c10::IValue Plan::eval(const Operand& o, Frame& f) const {
     case K::SlotToTensor: {
       const c10::IValue& v = f.slots[o.slot];
       if (v.isTensor() || (v.isNone() && o.optional)) return v;
-      if (v.isInt() || v.isDouble() || v.isBool()) return wrapped_number(v);
-      throw Error("fxcpp::torch: an argument of type Tensor got " + describe(v));
+      if ((v.isInt() || v.isDouble() || v.isBool()) && o.wrap_numbers) return wrapped_number(v);
+      throw Error("fxcpp::torch: an argument of type Tensor got " + describe(v) +
+                  (o.wrap_numbers ? "" : " (this operator takes no number for a tensor: Note [Numbers as tensors])"));
     }
     case K::Tuple: {
       std::vector<c10::IValue> items;
@@ -371,11 +401,6 @@ void Plan::run_primitive(const Instr& in, Frame& f) const {
   }
   if (in.prim == Primitive::GetItem) {
     c10::IValue seq = eval(in.operands[0], f);
-    c10::ArrayRef<c10::IValue> items;
-    if (seq.isTuple()) items = seq.toTupleRef().elements();
-    else if (seq.isList()) items = seq.toListRef();
-    else throw Error("getitem of " + describe(seq) + ": the runtime indexes tuples and lists only");
-    const int64_t size = static_cast<int64_t>(items.size());
     const Operand& idx = in.operands[1];
     // Python's ints for indexes: bools are 0 and 1.
     auto as_index = [](const c10::IValue& v, int64_t* out) {
@@ -384,14 +409,31 @@ void Plan::run_primitive(const Instr& in, Frame& f) const {
       else return false;
       return true;
     };
+    auto part = [&](size_t k) -> c10::optional<int64_t> {
+      c10::IValue v = eval(idx.items[k], f);
+      if (v.isNone()) return c10::nullopt;
+      int64_t x = 0;
+      if (!as_index(v, &x)) throw Error("slice bounds must be ints or None, got " + describe(v));
+      return x;
+    };
+    if (seq.isTensor()) {  // Note [Indexing a tensor]
+      if (idx.kind == Operand::Kind::Slice) {
+        c10::optional<int64_t> ostart = part(0), ostop = part(1), ostep = part(2);
+        out = tensor_getitem(seq.toTensor(), ostart, ostop, ostep);
+      } else {
+        c10::IValue iv = eval(idx, f);
+        if (!iv.isInt() && !iv.isBool())
+          throw Error("getitem index must be an int or a slice, got " + describe(iv));
+        out = tensor_getitem(seq.toTensor(), iv);
+      }
+      return;
+    }
+    c10::ArrayRef<c10::IValue> items;
+    if (seq.isTuple()) items = seq.toTupleRef().elements();
+    else if (seq.isList()) items = seq.toListRef();
+    else throw Error("getitem of " + describe(seq) + ": the runtime indexes tensors, tuples and lists only");
+    const int64_t size = static_cast<int64_t>(items.size());
     if (idx.kind == Operand::Kind::Slice) {
-      auto part = [&](size_t k) -> c10::optional<int64_t> {
-        c10::IValue v = eval(idx.items[k], f);
-        if (v.isNone()) return c10::nullopt;
-        int64_t x = 0;
-        if (!as_index(v, &x)) throw Error("slice bounds must be ints or None, got " + describe(v));
-        return x;
-      };
       c10::optional<int64_t> ostart = part(0), ostop = part(1), ostep = part(2);
       int64_t start = 0, step = 1;
       const int64_t count = adjust_slice(size, ostart, ostop, ostep, &start, &step);

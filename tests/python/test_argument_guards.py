@@ -565,6 +565,13 @@ def test_weight_norm_refuses_a_g_it_would_read_out_of_bounds(tmp_path):
             m(*args)
     for g, dim in ((torch.rand(4, 1) + 0.5, 0), (torch.rand(1, 3) + 0.5, 1), (torch.rand(1, 3) + 0.5, -1)):
         torch.testing.assert_close(m(v, g, dim), torch.ops.aten._weight_norm(v, g, dim))
+    # dim left to its default (0): the Python runtime's guard reads the default as the C++
+    # runtime binds it (found by the structured fuzzer: it ran the call unguarded)
+    m = _guarded_module(tmp_path, 'weight_norm_default_dim', 'aten::_weight_norm', [_ref('v'), _ref('g')], ['v', 'g'])
+    with pytest.raises(RuntimeError, match=re.escape('g must be a contiguous tensor of v.size(dim) elements')):
+        m(v, torch.randn(1, 3))
+    g = torch.rand(4, 1) + 0.5
+    torch.testing.assert_close(m(v, g), torch.ops.aten._weight_norm(v, g))
 
 
 # ---- Note [Guards the schema implies]: window and padding ints, written tensors ---------------

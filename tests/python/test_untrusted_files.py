@@ -295,3 +295,118 @@ def test_invalid_utf8_gives_a_readable_value_error(tmp_path):
         with pytest.raises(ValueError) as info:
             load()
         assert 'malformed graph.json' in str(info.value)
+
+
+# ---- both runtimes refuse the same calls at load (Note [Python load path]) --------------------
+
+_VALUES = st.one_of(st.just(_ref('x')), st.integers(-3, 3), st.sampled_from([2 ** 62, 0.5, True, None, 'mean', '']),
+                    st.lists(st.integers(-2, 3), max_size=3).map(lambda v: {'list': v}),
+                    st.just({'list': [_ref('x'), _ref('x')]}), st.just({'dtype': 'float32'}))
+_TARGETS = ['aten::relu', 'aten::add.Tensor', 'aten::sum.dim_IntList', 'aten::cat', 'aten::mean.dim',
+            'aten::transpose.int', 'aten::clamp', 'aten::softmax.int', 'aten::add.out']
+_KWARGS = st.dictionaries(st.sampled_from(['dim', 'alpha', 'keepdim', 'out', 'other', 'dtype', 'bogus']), _VALUES,
+                          max_size=2)
+
+
+def _load_outcome(path, runtime):
+    try:
+        aten.load(path, runtime=runtime)
+        return 'loads'
+    except ValueError as e:
+        return str(e)
+
+
+@settings(max_examples=int(os.environ.get('FXCPP_HYPOTHESIS_MAX_EXAMPLES', 60)), deadline=None, derandomize=True)
+@given(target=st.sampled_from(_TARGETS), args=st.lists(_VALUES, max_size=4), kwargs=_KWARGS)
+def test_both_runtimes_refuse_the_same_calls_at_load(target, args, kwargs):
+    """A call whose arguments do not fit its schema (too many, a missing one, a keyword it
+    does not take, a value of another type) is refused when the file is loaded, by the
+    Python runtime as by the C++ runtime, with the same message; what one loads the other
+    loads (oracle: the C++ runtime's compiler)."""
+    call = dict(_call('op', target, *args), kwargs=kwargs)
+    doc = _doc([_ph('x'), call, _out(_ref('op'))])
+    with tempfile.TemporaryDirectory() as d:
+        path = _write(os.path.join(d, 'call.fxpt'), doc)
+        outcomes = {runtime: _load_outcome(path, runtime) for runtime in ('cpp', 'python')}
+    assert outcomes['cpp'] == outcomes['python'], outcomes
+
+
+def test_the_python_runtime_refuses_a_call_its_schema_does_not_take_at_load(tmp_path):
+    path = _write(tmp_path / 'relu2.fxpt', _doc([_ph('x'), _call('r', 'aten::relu', _ref('x'), 3), _out(_ref('r'))]))
+    why = re.escape("node 'r' passes 2 positional arguments to aten::relu, which takes at most 1")
+    for runtime in ('python', 'cpp'):
+        with pytest.raises(ValueError, match=why):
+            aten.load(path, runtime=runtime)
+    # A trusted file, or one only shown, is read as it is (what it calls may be what only
+    # Python runs); calling it is then the kernel's error.
+    gm = aten.load(path, runtime='python', trusted=True)
+    with pytest.raises(Exception):
+        gm(torch.randn(2))
+
+
+def _first_tensor_overloads():
+    """(namespace::name.overload, base name) of every registered aten overload whose first
+    argument is a Tensor."""
+    out = []
+    for s in torch._C._jit_get_all_schemas():
+        if not s.name.startswith('aten::') or not s.arguments or str(s.arguments[0].type) != 'Tensor':
+            continue
+        out.append((s.name + (f'.{s.overload_name}' if s.overload_name else ''), s.name[6:]))
+    return out
+
+
+def test_numbers_stand_for_tensors_where_torchs_binding_takes_them(tmp_path):
+    """Note [Numbers as tensors]: a number for a Tensor argument loads for exactly the
+    operators torch's Python binding takes one for (oracle: the installed torch's
+    _should_allow_numbers_as_tensors), over every registered aten overload."""
+    wrong = []
+    path = tmp_path / 'n.fxpt'
+    for target, base in _first_tensor_overloads():
+        _write(path, _doc([_ph('x'), _call('op', target, 1), _out(_ref('op'))]))
+        try:
+            _C_torch.load(str(path), trusted=True)
+            refused = False
+        except ValueError as e:
+            if 'no such schema is registered with the dispatcher' in str(e):
+                continue  # a TorchScript builtin (aten::len.Tensor, aten::Int.Tensor): no dispatcher operator
+            refused = 'passes a number as ' in str(e)  # the one argument: the first, a Tensor
+        if refused == torch._C._should_allow_numbers_as_tensors(base):
+            wrong.append(f"{target}: {'refused' if refused else 'taken'}")
+    assert not wrong, f'{len(wrong)} overloads: ' + ', '.join(wrong[:20])
+
+
+def test_a_number_for_a_tensor_is_refused_at_load_where_python_refuses_it(tmp_path):
+    refused = _write(tmp_path / 'ne.fxpt', _doc([_ph('x'), _call('op', 'aten::ne.Tensor', _ref('x'), -1),
+                                                 _out(_ref('op'))]))
+    why = re.escape("node 'op' passes a number as 'other', which has type Tensor, to aten::ne.Tensor, which takes "
+                    "no number for a tensor")
+    for runtime in ('cpp', 'python'):
+        with pytest.raises(ValueError, match=why):
+            aten.load(refused, runtime=runtime)
+    with pytest.raises(Exception, match="Expected a value of type 'Tensor'"):  # what torch itself says
+        torch.ops.aten.ne.Tensor(torch.randn(2), -1)
+    taken = _write(tmp_path / 'add.fxpt', _doc([_ph('x'), _call('op', 'aten::add.Tensor', _ref('x'), -1),
+                                                _out(_ref('op'))]))
+    x = torch.randn(3)
+    for runtime in ('cpp', 'python'):
+        torch.testing.assert_close(aten.load(taken, runtime=runtime)(x), x - 1)
+
+
+def test_both_runtimes_check_inputs_against_recorded_ranks(tmp_path):
+    """A .fxpt placeholder's tensor_meta (what ShapeProp recorded) is checked by both
+    runtimes: a tensor of that number of dimensions (found by the structured fuzzer: the
+    Python runtime checked only .pt2 programs' inputs)."""
+    meta = {'tensor_meta': {'tensor_meta': {'shape': [2, 3], 'dtype': 'float32', 'requires_grad': False,
+                                            'stride': [3, 1], 'memory_format': 'contiguous_format',
+                                            'is_quantized': False}}}
+    path = _write(tmp_path / 'meta.fxpt', _doc([dict(_ph('x'), meta=meta), _call('r', 'aten::relu', _ref('x')),
+                                                _out(_ref('r'))]))
+    for runtime in ('cpp', 'python'):
+        m = aten.load(path, runtime=runtime)
+        with pytest.raises(TypeError, match=re.escape("input 0 ('x'): expected a 2-dimensional tensor, got one with "
+                                                      "1 dimensions")):
+            m(torch.randn(3))
+        with pytest.raises(TypeError, match=re.escape("input 0 ('x'): expected a Tensor, got an int")):
+            m(3)
+        x = torch.randn(5, 4)  # sizes may differ
+        torch.testing.assert_close(m(x), x.relu())

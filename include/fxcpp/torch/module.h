@@ -88,6 +88,14 @@ class Module {
   std::unique_ptr<Plan> plan_;
 };
 
+/// Throws what `Module(graph, tensors)` would throw for this graph (a target
+/// the runtime cannot run, arguments that do not fit the schema, a get_attr
+/// of no tensor), and keeps nothing: the Python runtime's load of an
+/// untrusted file runs it, so both runtimes refuse the same files at load
+/// (Note [Python load path] in python/fxcpp/aten/_format.py). O(nodes +
+/// argument size), no memory plan.
+void check_compiles(const Graph& graph, const std::vector<NamedTensor>& tensors);
+
 /// A list value as the runtime passes lists: a `Tensor[]` when every item is
 /// a tensor (and there is at least one), otherwise a generic list. O(items).
 c10::IValue make_list(std::vector<c10::IValue> items);

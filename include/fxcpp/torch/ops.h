@@ -55,7 +55,7 @@ class FileError : public Error {
 /// The primitives a lowered graph may use besides ATen operators (the closed
 /// set documented in docs/fxpt_format.md).
 enum class Primitive : uint8_t {
-  GetItem,   ///< operator.getitem(seq, int | slice)
+  GetItem,   ///< operator.getitem(tuple | list | tensor, int | slice); a tensor as Tensor.__getitem__
   Add,       ///< operator.add on ints/floats (or list concatenation)
   Sub,       ///< operator.sub
   Mul,       ///< operator.mul
@@ -72,6 +72,10 @@ struct AtenOp {
   std::string qualified;  ///< "aten::add.Tensor" ("aten::relu" for the default overload)
   std::string python;     ///< "torch.ops.aten.add.Tensor" (".default" spelled out)
   std::string name;       ///< "add.Tensor": the __name__ torch.fx names nodes after
+  /// A number may stand for a Tensor argument (becoming a wrapped-number
+  /// tensor), as torch's Python binding lets it for this operator only (Note
+  /// [Numbers as tensors] in ops.cpp); elsewhere the runtime refuses it.
+  bool numbers_as_tensors = false;
 };
 
 /// The target for operator `qualified` ("aten::conv2d", "aten::add.Tensor",

@@ -160,7 +160,7 @@ def _graph_module(data, trusted: bool, to_run: bool = True) -> GraphModule:
     untrusted file's guarded operators get the C++ runtime's argument guards (Note
     [Argument guards in Python] in _guards.py); False only to show the graph."""
     graph = Graph()
-    class_name, tensors = _C_torch.read_graph(data, graph, trusted=trusted)
+    class_name, tensors = _C_torch.read_graph(data, graph, trusted=trusted, check_calls=to_run and not trusted)
     root = torch.nn.Module()
     reserved = _reserved_names(GraphModule)
     for name, kind, tensor, requires_grad in tensors:
@@ -185,4 +185,8 @@ def _graph_module(data, trusted: bool, to_run: bool = True) -> GraphModule:
 # answer differently; a mapped file changed in place while it is used shows
 # its new weight bytes, which is why mmap=False exists). Whatever the file holds, load raises ValueError (or
 # OSError when the file cannot be read): errors of the Python side that the
-# C++ checks let through are turned into ValueError too.
+# C++ checks let through are turned into ValueError too. An untrusted file that will run
+# in Python is also checked as the C++ runtime checks it when it compiles (every call's
+# arguments against its schema, get_attr targets: torch::check_compiles), so both runtimes
+# refuse the same files, at load; a trusted one, or one loaded only to be shown, is not
+# (its calls may be ones the C++ runtime cannot run, which Python runs).

@@ -31,9 +31,9 @@ def _qualified(op) -> str:
 
 
 def _positional(op, args, kwargs):
-    """args and kwargs in schema order (defaults where a keyword is left out)."""
-    if not kwargs:
-        return tuple(args)
+    """args and kwargs in schema order, defaults filled in where an argument is left out
+    (as the C++ runtime binds them: its guards read every argument)."""
+    kwargs = kwargs or {}
     out = list(args)
     for a in op._schema.arguments[len(args):]:
         if a.name in kwargs:

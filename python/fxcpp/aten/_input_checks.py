@@ -1,4 +1,4 @@
-"""The C++ runtime's input checks for a GraphModule loaded from a ``.pt2`` archive.
+"""The C++ runtime's input checks for a GraphModule loaded from a ``.pt2`` archive or a ``.fxpt`` file.
 
 ``fxcpp.aten.load(path)`` (``runtime='python'``) gives a GraphModule whose user-input
 placeholders carry what the program was exported for: ``meta['tensor_meta']`` and
@@ -177,7 +177,9 @@ def _pre_hook(module, args) -> None:
 
 def install(gm) -> None:
     """Checks `gm`'s inputs before each forward when a placeholder carries an exported
-    program's ``input_spec`` (a GraphModule from a .pt2 archive). The hook is a module-level
-    function, so the module still pickles and deep-copies."""
-    if any(n.op == 'placeholder' and 'input_spec' in n.meta for n in gm.graph.nodes):
+    program's ``input_spec`` (a GraphModule from a .pt2 archive) or the ``tensor_meta`` that
+    ShapeProp recorded (a .fxpt file: a tensor where one was recorded, of its number of
+    dimensions, as the C++ runtime checks them). The hook is a module-level function, so the
+    module still pickles and deep-copies."""
+    if any(n.op == 'placeholder' and ('input_spec' in n.meta or 'tensor_meta' in n.meta) for n in gm.graph.nodes):
         gm.register_forward_pre_hook(_pre_hook)

@@ -248,16 +248,17 @@ const char* kind_name(torch::NamedTensor::Kind k) {
   return "constant";
 }
 
-// read_graph(data, graph, *, trusted=False, mmap=True) -> (class_name, [(name, kind, tensor,
-// requires_grad)]). Reads a .fxpt or .pt2 file with the C++ reader, which checks it whole, and appends
-// its nodes to `graph`, an empty fxcpp Graph (the Python runtime then runs the argument guards itself:
-// check_arguments).
+// read_graph(data, graph, *, trusted=False, mmap=True, check_calls=False) -> (class_name, [(name, kind,
+// tensor, requires_grad)]). Reads a .fxpt or .pt2 file with the C++ reader, which checks it whole, and
+// appends its nodes to `graph`, an empty fxcpp Graph (the Python runtime then runs the argument guards
+// itself: check_arguments). check_calls: also the C++ runtime's checks of the calls against their
+// schemas (torch::check_compiles), which it makes at load.
 PyObject* read_graph(PyObject*, PyObject* args, PyObject* kwargs) {
-  static const char* names[] = {"source", "graph", "trusted", "mmap", nullptr};
+  static const char* names[] = {"source", "graph", "trusted", "mmap", "check_calls", nullptr};
   PyObject *obj, *pygraph;
-  int trusted = 0, map = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$pp:read_graph", const_cast<char**>(names), &obj, &pygraph,
-                                   &trusted, &map))
+  int trusted = 0, map = 1, check_calls = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$ppp:read_graph", const_cast<char**>(names), &obj, &pygraph,
+                                   &trusted, &map, &check_calls))
     throw PythonError();
   Graph* dst = graph_arg(pygraph);
   if (dst->nodes().begin() != dst->nodes().end())
@@ -270,6 +271,7 @@ PyObject* read_graph(PyObject*, PyObject* args, PyObject* kwargs) {
   load_without_gil([&] {
     file = source.is_buffer ? torch::read_buffer(source.view.buf, static_cast<size_t>(source.view.len), options)
                             : torch::read_contents(source.path, options);
+    if (check_calls) torch::check_compiles(*file.graph, file.tensors);
   });
 
   ToPython bridge;
@@ -630,9 +632,10 @@ PyObject* write_file(PyObject*, PyObject* args, PyObject*) {
 
 PyMethodDef file_methods[] = {
     def<read_graph>("read_graph", METH_VARARGS | METH_KEYWORDS,
-                    "read_graph(source, graph, *, trusted=False, mmap=True) -> (class_name, [(name, kind, tensor, "
+                    "read_graph(source, graph, *, trusted=False, mmap=True, check_calls=False) -> (class_name, [(name, kind, tensor, "
                     "requires_grad)]): reads a file (a path, mapped unless mmap=False, or its bytes) with the C++ reader and appends "
-                    "its nodes to `graph`, an empty fxcpp Graph (Note [Graph handover])."),
+                    "its nodes to `graph`, an empty fxcpp Graph (Note [Graph handover]); check_calls: also checks every call "
+                    "against its schema as the C++ runtime does at load."),
     def<write_graph>("write_graph", METH_VARARGS | METH_KEYWORDS,
                      "write_graph(graph, tensors, *, class_name='GraphModule', format='fxpt') -> bytes: the .fxpt "
                      "file (format='pt2': the .pt2 archive) of a lowered fxcpp Graph and its get_attr tensors [(name, kind, tensor, requires_grad)], "
