@@ -190,6 +190,10 @@ fuzz: build build-214 build-asan-python-214
 	# processes on two heap fills, on torch 2.14.1 (FXCPP_GUARD_SWEEP_CASES per overload: all of them).
 	FXCPP_GUARD_SWEEP_CASES=$${FXCPP_GUARD_SWEEP_CASES:-100000} \
 	  $(RUN214) $(VPY) -X faulthandler -m pytest -q -p no:cacheprovider tests/python/test_guard_sweep.py
+	# The same under ASan+UBSan, which also sees what no heap fill shows (reads out of bounds that
+	# return plausible values): FXCPP_ASAN_GUARD_SWEEP_CASES per overload (all of them by default).
+	FXCPP_GUARD_SWEEP_CASES=$${FXCPP_ASAN_GUARD_SWEEP_CASES:-100000} FXCPP_BUILD_DIR=$(CURDIR)/$(BUILD214) \
+	  scripts/asan_python.sh $(ASAN214) $(VPY) tests/python/test_guard_sweep.py
 	# Valid programs edited as an attacker would (operators swapped, boundary ints, rewired
 	# arguments, .pt2 schema fields), both runtimes and the C++-only runner, plain and under
 	# ASan+UBSan (FXCPP_STRUCT_FUZZ_CASES mutated files; make test runs 160, 16 under ASan).

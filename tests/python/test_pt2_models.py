@@ -69,11 +69,12 @@ EXPECTED_FAILURES = {}
 # policy (test_torchvision_core_aten_untrusted): name -> why not yet.
 # (convnext and swin call aten::as_strided in this form, allowed behind its view guard since issue 35.)
 CORE_EXPECTED_FAILURES = {}
-# Run on 2026-11-27 (torch 2.14.1): resnet18/50, mobilenet_v3_small, efficientnet_b0, vit_b_16,
-# regnet_x_400mf, densenet121, shufflenet_v2_x0_5, squeezenet1_0, googlenet, inception_v3,
-# mnasnet0_5 pass; so does maxvit_t since the planner fix for views returned in a list (its
-# failure and the decomposed decoder's were that bug); the rest of the 80 were not run in this
-# form yet (FXCPP_ALL_MODELS=1).
+# Empty: the full run (FXCPP_ALL_MODELS=1 -k core_aten_untrusted, torch 2.14.1, torchvision
+# 0.29.1, 2026-12-08, one process, 51 minutes on a loaded 2-core machine) passed all 80 models
+# of list_models(module=torchvision.models) in this form with the default policy: none needed
+# trusted=True, each ran memory-planned in C++, in the Python runtime behind the C++ guards and
+# in the C++-only runner, and fxcpp's archive of it ran in torch, all within 1e-4 of ep.module().
+# The slowest: vit_h_14 (323 s), efficientnet_v2_m (178 s), swin_v2_b (175 s).
 
 
 def _model_list():

@@ -64,11 +64,12 @@ process) on both heap fills. Outcomes (test_guard_sweep's):
   differ    the C++ runtime, the Python runtime and the C++-only runner all ran the file
             but computed different values (bitwise, flattened to float32 as the runner
             writes them).
-The test fails on crash, hang, uninit, bad-error and differ, one line each with the
+The test fails on crash, hang, uninit, bad-error, differ and disagree, one line each with the
 reproduction: the case key (FXCPP_STRUCT_FUZZ_ONLY=KEY[,KEY...] reruns it), the runtime, and
 every mutation applied, in order; FXCPP_STRUCT_FUZZ_KEEP=DIR keeps the failing files there.
-A file that one runtime refuses and another runs is counted as 'disagree' and listed in
-the report, not failed (the runtimes check different things at different times).
+  disagree  one runtime (or the C++-only runner) refused the file and another ran it: both
+            runtimes make the same checks (the Python runtime's load runs the C++ compiler's
+            checks, its forward the same argument guards and input checks), so this fails too.
 
 Budget: FXCPP_STRUCT_FUZZ_CASES mutated files (default 160, about a minute on two cores;
 16 under the sanitizer build), round-robin over the seed files; `make fuzz` runs more.
@@ -1622,7 +1623,7 @@ def run_driver(files, folder):
 
 def cross_check(files, by_case, driver):
     """'differ' where runtimes all ran a file and computed different values; 'disagree'
-    (listed, not failed) where one refused it and another ran it."""
+    where one refused it and another ran it."""
     differ, disagree = [], []
     for f in files:
         cpp, py = by_case[f['key'], 'cpp'], by_case[f['key'], 'python']
@@ -1731,6 +1732,8 @@ def test_mutated_programs_fail_cleanly_or_agree(seeds, tmp_path, request):
     failures += [f"{o} [driver] {_repro(f)} -- {d}".replace('\n', ' ') for f in files
                  for o, d, _ in [driver.get(f['key'], ('', '', None))] if o in FAILING]
     failures += [f"differ {_repro(f)} -- {why}" for f, why in differ]
+    failures += [f"disagree {_repro(f)} -- " + ', '.join(f'{k}: {v}' for k, v in o.items()) + ' | ' +
+                 ' | '.join(f'{k}: {v[:160]}' for k, v in d.items() if v) for f, o, d in disagree]
     kinds = {}
     for f in files:
         for m in f['muts']:
@@ -1755,8 +1758,6 @@ def test_mutated_programs_fail_cleanly_or_agree(seeds, tmp_path, request):
         lines.append('failures by kind: ' + ', '.join(f'{k} {v}' for k, v in sorted(classes.items(),
                                                                                    key=lambda kv: -kv[1])))
     lines += failures
-    lines += [f"disagree {_repro(f)} -- " + ', '.join(f'{k}: {v}' for k, v in o.items()) + ' | ' +
-              ' | '.join(f'{k}: {v[:160]}' for k, v in d.items() if v) for f, o, d in disagree[:20]]
     print('\n' + '\n'.join(lines))
     request.config.pluginmanager.register(_Summary(lines[:60] + ([f'... {len(lines) - 60} more'] if len(lines) > 60
                                                                  else [])), f'struct-fuzz-{id(cases)}')
@@ -1770,8 +1771,8 @@ def test_mutated_programs_fail_cleanly_or_agree(seeds, tmp_path, request):
             if any(f"[{f['key']}]" in line for line in failures):
                 shutil.copy(f['path'], os.path.join(KEEP, f['key'].replace('#', '_') + '.' + f['path'].rsplit('.')[-1]))
     shutil.rmtree(folder, ignore_errors=True)
-    assert not failures, f'{len(failures)} mutated files crashed, hung, gave heap-dependent or differing results ' \
-        '(rerun one with FXCPP_STRUCT_FUZZ_ONLY=KEY, the key in brackets):\n' + '\n'.join(failures[:60])
+    assert not failures, f'{len(failures)} mutated files crashed, hung, gave heap-dependent or differing results, ' \
+        'or were refused by one runtime and run by another (rerun one with FXCPP_STRUCT_FUZZ_ONLY=KEY, the key in brackets):\n' + '\n'.join(failures[:60])
 
 
 def test_the_harness_names_crashes_hangs_and_heap_dependent_results(tmp_path):
