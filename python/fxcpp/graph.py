@@ -538,9 +538,10 @@ class Graph(*_torch_compat.graph_bases(_C.GraphBase)):
 
         @compatibility(is_backward_compatible=False)
         def find_nodes(self, *, op: str, target: Optional['Target'] = None, sort: bool = True) -> List[Any]:
-            """The nodes with opcode ``op`` (and ``target``), in graph order (the core keeps a per
-            (op, target) index). ``sort=False`` may return them in any order; fxcpp's is the
-            graph's, torch.fx's the order the nodes entered its index."""
+            """The nodes with opcode ``op`` (and ``target``), in graph order (the core keeps torch.fx's
+            index: Note [find_nodes order] in src/core/graph.cpp); ``sort=False``: in the order they
+            entered the index, as torch.fx gives them (creation, then the last assignment of an
+            attribute)."""
             if op == 'call_function':
                 if target is None:
                     raise AssertionError('target must not be None for call_function op')
@@ -548,7 +549,7 @@ class Graph(*_torch_compat.graph_bases(_C.GraphBase)):
             elif not isinstance(op, str):
                 hash(op)
                 return []
-            return _C.GraphBase.find_nodes(self, op=op, target=target)
+            return _C.GraphBase.find_nodes(self, op=op, target=target, sort=sort)
 
         @compatibility(is_backward_compatible=False)
         def output_node(self) -> Node:

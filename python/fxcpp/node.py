@@ -201,12 +201,24 @@ class Node(*_torch_compat.node_bases(_C.NodeBase)):
     def normalized_arguments(self, root, arg_types=None, kwarg_types=None,
                              normalize_to_only_use_kwargs=False):
         from torch.fx.operator_schemas import normalize_function, normalize_module
+        if not _torch_compat.FX_API_2:  # torch.fx 1.13 drops normalize_to_only_use_kwargs
+            if self.op == 'call_function':
+                assert callable(self.target)
+                return normalize_function(self.target, self.args, self.kwargs, arg_types, kwarg_types)
+            elif self.op == 'call_module':
+                assert isinstance(self.target, str)
+                return normalize_module(root, self.target, self.args, self.kwargs)
+            return None
         if self.op == 'call_function':
-            assert callable(self.target)
-            return normalize_function(self.target, self.args, self.kwargs, arg_types, kwarg_types)
+            if not callable(self.target):
+                raise AssertionError(f'Expected callable target, got {type(self.target)}')
+            return normalize_function(self.target, self.args, self.kwargs, arg_types, kwarg_types,
+                                      normalize_to_only_use_kwargs=normalize_to_only_use_kwargs)
         elif self.op == 'call_module':
-            assert isinstance(self.target, str)
-            return normalize_module(root, self.target, self.args, self.kwargs)
+            if not isinstance(self.target, str):
+                raise AssertionError(f'Expected str target for call_module, got {type(self.target)}')
+            return normalize_module(root, self.target, self.args, self.kwargs,
+                                    normalize_to_only_use_kwargs=normalize_to_only_use_kwargs)
         return None
 
     if _torch_compat.FX_API_2:

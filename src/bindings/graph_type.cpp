@@ -672,9 +672,9 @@ PyObject* graph_find_nodes(PyObject* self, PyObject* args, PyObject* kw) {
   std::vector<Node*> found;
   if (target && target != Py_None) {
     Target t = to_target(target, "find_nodes target");
-    found = graph_of(self)->find_nodes(*op, &t);
+    found = graph_of(self)->find_nodes(*op, &t, sort != 0);
   } else {
-    found = graph_of(self)->find_nodes(*op);
+    found = graph_of(self)->find_nodes(*op, nullptr, sort != 0);
   }
   return wrap_nodes(found);
 }

@@ -557,6 +557,7 @@ PyObject* node_update_arg(PyObject* self, PyObject* const* fargs, Py_ssize_t nar
     return nullptr;
   }
   n->update_arg(static_cast<size_t>(idx), to_arg(v));
+  n->graph()->touch_lookup(n);  // torch.fx assigns node.args: Note [find_nodes order]
   Py_RETURN_NONE;
 }
 
@@ -567,6 +568,7 @@ PyObject* node_update_kwarg(PyObject* self, PyObject* const* fargs, Py_ssize_t n
   Node* n = live_node(self);
   if (!n) return nullptr;
   n->update_kwarg(utf8_string(key, "update_kwarg key"), to_arg(v));
+  n->graph()->touch_lookup(n);  // torch.fx assigns node.kwargs: Note [find_nodes order]
   Py_RETURN_NONE;
 }
 
@@ -632,7 +634,24 @@ PyMethodDef node_methods[] = {
                         "The core's impurity decision (Node::is_impure); call_module nodes ask the owning module."),
     kEndOfMethods};
 
+// Assigning an attribute that the node already has moves it to the end of find_nodes'
+// lookup order, as torch.fx's Node.__setattr__ does (Note [find_nodes order] in graph.cpp).
+int node_setattro(PyObject* self, PyObject* name, PyObject* value) {
+  bool had = false;
+  if (value) {
+    PyObject* old = PyObject_GenericGetAttr(self, name);
+    had = old != nullptr;
+    Py_XDECREF(old);
+    if (!had) PyErr_Clear();
+  }
+  if (PyObject_GenericSetAttr(self, name, value) < 0) return -1;
+  Node* n = as_pynode(self)->node;
+  if (had && n) n->graph()->touch_lookup(n);
+  return 0;
+}
+
 PyType_Slot node_slots[] = {
+    {Py_tp_setattro, reinterpret_cast<void*>(node_setattro)},
     {Py_tp_dealloc, reinterpret_cast<void*>(node_dealloc)},
     {Py_tp_traverse, reinterpret_cast<void*>(node_traverse)},
     {Py_tp_clear, reinterpret_cast<void*>(node_clear)},

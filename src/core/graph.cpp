@@ -219,8 +219,25 @@ size_t Graph::BucketKeyHash::operator()(const BucketKey& k) const {
   return std::hash<const void*>()(k.key) * 31 + static_cast<size_t>(k.op);
 }
 
+// Note [find_nodes order]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// find_nodes answers from buckets kept as torch.fx 2.x keeps its lookup table:
+// one per (call_function, target), one per other opcode (a target given for
+// those is a filter over the opcode's bucket). A bucket lists its nodes in the
+// order they entered it: a node enters at creation and moves to the end when
+// its target changes, or when anything assigns one of its attributes
+// (torch.fx's Node.__setattr__ takes the node out of the table and puts it
+// back: touch_lookup, which the bindings call). find_nodes(sort=false) returns
+// that order, as torch.fx does; sort=true, the graph's order. Moving a node
+// in the list does not change its place in the bucket.
 Graph::BucketKey Graph::key_of(Op op, const Target& t) {
-  return BucketKey{op, t.identity()};
+  return BucketKey{op, op == Op::CallFunction ? t.identity() : nullptr};
+}
+
+void Graph::touch_lookup(Node* n) {
+  if (n->graph() != this || n->erased_ || n->op() == Op::Root) return;
+  bucket_remove(n);
+  bucket_add(n);
 }
 
 void Graph::bucket_add(Node* n) {
@@ -564,19 +581,24 @@ void Graph::release_tombstone(Node* n) {
   free_node(n);
 }
 
-std::vector<Node*> Graph::find_nodes(Op op, const Target* target) const {
+std::vector<Node*> Graph::find_nodes(Op op, const Target* target, bool sort) const {
   std::vector<Node*> out;
-  if (target) {
-    auto it = buckets_.find(key_of(op, *target));
+  if (target || op != Op::CallFunction) {
+    // Note [find_nodes order]: the one bucket of (call_function, target), or of the opcode.
+    auto it = buckets_.find(key_of(op, target ? *target : Target()));
     if (it == buckets_.end()) return out;
-    out.reserve(it->second.count);
-    for (uint32_t i = it->second.head; i; i = node_at(i - 1)->bucket_next_) out.push_back(node_at(i - 1));
+    const void* want = target && op != Op::CallFunction ? target->identity() : nullptr;
+    out.reserve(want ? 0 : it->second.count);
+    for (uint32_t i = it->second.head; i; i = node_at(i - 1)->bucket_next_) {
+      Node* n = node_at(i - 1);
+      if (!want || n->target_.identity() == want) out.push_back(n);
+    }
   } else {
     for (auto& kv : buckets_)
       if (kv.first.op == op)
         for (uint32_t i = kv.second.head; i; i = node_at(i - 1)->bucket_next_) out.push_back(node_at(i - 1));
   }
-  std::sort(out.begin(), out.end(), [](Node* a, Node* b) { return a->order_ < b->order_; });
+  if (sort) std::sort(out.begin(), out.end(), [](Node* a, Node* b) { return a->order_ < b->order_; });
   return out;
 }
 

@@ -85,10 +85,103 @@ _TARGETS = [None, torch.relu, torch.neg, 'neg', 'w', 'relu', 'x', operator.add, 
 @settings(max_examples=60, deadline=None)
 @given(op=st.sampled_from(_OPS), target=st.sampled_from(_TARGETS + [[1]]), sort=st.booleans())
 def test_find_nodes(op, target, sort):
-    # sort=False: the same nodes; torch.fx lists them in the order they entered its lookup
-    # table, fxcpp in graph order (docs/design.md)
-    same(lambda lib: small_graph(lib).find_nodes(op=op, target=target, sort=sort) if sort else
-         sorted(small_graph(lib).find_nodes(op=op, target=target, sort=sort), key=lambda n: n.name))
+    # sort=False: in the order the nodes entered torch.fx's lookup table (Note [find_nodes order])
+    same(lambda lib: small_graph(lib).find_nodes(op=op, target=target, sort=sort))
+
+
+# Edits a pass makes, each on both libraries' graphs at once (nodes picked by position among
+# the live ones): find_nodes(sort=False) must list every (op, target) in the same order.
+_EDITS = ['call_function', 'call_method', 'placeholder', 'get_attr', 'insert_before', 'args=', 'kwargs=',
+          'name=', 'meta=', 'meta[k]=', 'type=', 'target=', 'attr=', 'attr=twice', 'update_arg', 'update_kwarg',
+          'replace_input_with', 'rauw', 'append', 'prepend', 'erase', 'stack_trace=', 'insert_arg']
+
+
+def _apply_edit(lib, g, edit, i, j, live):
+    nodes = [n for n in g.nodes if n.op != 'output']
+    a, b = nodes[i % len(nodes)], nodes[j % len(nodes)]
+    fns = [torch.relu, torch.neg]
+    if edit in ('call_function', 'call_method', 'placeholder', 'get_attr', 'insert_before'):
+        where = g.inserting_before(a) if edit == 'insert_before' else g.inserting_before(g.output_node())
+        with where:
+            if edit in ('call_function', 'insert_before'):
+                g.call_function(fns[j % 2], (b,))
+            elif edit == 'call_method':
+                g.call_method(['neg', 'relu'][j % 2], (b,))
+            elif edit == 'placeholder':
+                with g.inserting_before(next(iter(g.nodes))):
+                    g.placeholder(f'p{len(nodes)}')
+            else:
+                g.get_attr(['w', 'v'][j % 2])
+        return
+    if a.op == 'placeholder' and edit in ('args=', 'update_arg', 'insert_arg', 'replace_input_with', 'rauw'):
+        return  # keeps the graph's users well formed
+    users_ok = b.op != 'output' and b not in a.users and a is not b and \
+        [n for n in g.nodes].index(b) < [n for n in g.nodes].index(a)
+    if edit == 'args=':
+        a.args = (b,) if users_ok else a.args
+    elif edit == 'kwargs=':
+        a.kwargs = dict(a.kwargs)
+    elif edit == 'name=':
+        a.name = f'renamed_{i}_{j}'
+    elif edit == 'meta=':
+        a.meta = {'k': j}
+    elif edit == 'meta[k]=':
+        a.meta['k'] = j
+    elif edit == 'type=':
+        a.type = int
+    elif edit == 'target=':
+        a.target = fns[j % 2] if a.op == 'call_function' else ['neg', 'relu', 'w'][j % 3]
+    elif edit == 'attr=':
+        a.custom = j
+    elif edit == 'attr=twice':
+        a.custom = j
+        a.custom = j + 1
+    elif edit == 'update_arg' and a.args and users_ok:
+        a.update_arg(0, b)
+    elif edit == 'update_kwarg':
+        a.update_kwarg('k', j)
+    elif edit == 'replace_input_with' and a.args and users_ok and a.all_input_nodes:
+        a.replace_input_with(a.all_input_nodes[0], b)
+    elif edit == 'rauw' and users_ok and a.op != 'placeholder':
+        a.replace_all_uses_with(b)
+    elif edit == 'append' and a.op not in ('placeholder',) and b.op not in ('placeholder',) and not a.users \
+            and not a.all_input_nodes:
+        b.append(a)
+    elif edit == 'prepend' and a.op != 'placeholder' and not a.users and not a.all_input_nodes:
+        g.output_node().prepend(a)
+    elif edit == 'erase' and not a.users:
+        g.erase_node(a)
+    elif edit == 'stack_trace=':
+        a.stack_trace = f'trace {j}'
+    elif edit == 'insert_arg' and a.op in ('call_function', 'call_method'):
+        a.insert_arg(0, j)
+
+
+def _lookup_orders(g):
+    keys = [('call_function', torch.relu), ('call_function', torch.neg)] + \
+        [(op, None) for op in ('placeholder', 'call_method', 'get_attr', 'output')] + \
+        [('call_method', 'neg'), ('get_attr', 'w')]
+    return {f'{op} {getattr(t, "__name__", t)}': [n.name for n in g.find_nodes(op=op, target=t, sort=False)]
+            for op, t in keys}
+
+
+@needs2
+@settings(max_examples=int(__import__('os').environ.get('FXCPP_HYPOTHESIS_MAX_EXAMPLES', 100)), deadline=None,
+          derandomize=True)
+@given(st.lists(st.tuples(st.sampled_from(_EDITS), st.integers(0, 30), st.integers(0, 30)), max_size=25))
+def test_find_nodes_unsorted_follows_torch_fx_through_edits(edits):
+    """find_nodes(sort=False) after any sequence of edits lists each (op, target) in the order
+    torch.fx does: creation order, a node moving to the end when its target changes or any of
+    its attributes is assigned (torch.fx's Node.__setattr__), not when it moves in the list."""
+    graphs = {}
+    for lib in LIBS:
+        g = small_graph(lib)
+        history = []
+        for edit, i, j in edits:
+            _apply_edit(lib, g, edit, i, j, history)
+            history.append(_lookup_orders(g))
+        graphs[lib.__name__] = history
+    assert graphs['torch.fx'] == graphs['fxcpp']
 
 
 @needs2
@@ -614,3 +707,22 @@ def test_config_is_torch_fx_config():
             assert getattr(theirs, name) is (not before)
         finally:
             setattr(theirs, name, before)
+
+
+@needs2
+@pytest.mark.parametrize('kwargs_only', [False, True])
+def test_normalized_arguments_passes_normalize_to_only_use_kwargs_on(kwargs_only):
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(1, 1, 1)
+
+        def forward(self, x):
+            return torch.nn.functional.relu(self.conv(x))
+
+    def norm(lib):
+        gm = lib.symbolic_trace(M())
+        return [n.normalized_arguments(gm, normalize_to_only_use_kwargs=kwargs_only) for n in gm.graph.nodes
+                if n.op in ('call_function', 'call_module')]
+    out = same(norm)
+    assert out[0] == 'ok'

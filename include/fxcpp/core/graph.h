@@ -205,8 +205,14 @@ class Graph {
   size_t size() const { return size_; }
   /// The list sentinel (op Root); node.next of the last node.
   Node* root() const { return root_; }
-  /// Nodes with this op (and target, if given), in graph order. O(#results log #results).
-  std::vector<Node*> find_nodes(Op op, const Target* target = nullptr) const;
+  /// Nodes with this op (and target, if given): in graph order, or with `sort`
+  /// false in torch.fx's lookup order (Note [find_nodes order] in graph.cpp).
+  /// O(#results log #results) for call_function or no target; a target of
+  /// another opcode filters that opcode's nodes, O(#nodes of the opcode).
+  std::vector<Node*> find_nodes(Op op, const Target* target = nullptr, bool sort = true) const;
+  /// Moves `n` to the end of find_nodes' lookup order, as torch.fx does when one
+  /// of a node's attributes is assigned (Note [find_nodes order]). O(1).
+  void touch_lookup(Node* n);
   /// The graph's namespace: every name handed out for its nodes (erased
   /// nodes' names included: names are never released) plus reserved names.
   Namespace& names() { return names_; }
