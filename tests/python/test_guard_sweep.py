@@ -38,7 +38,7 @@ Outcomes:
   refused  a RuntimeError or ValueError with a message, the same in every run;
   crash    the child died of a signal, or a sanitizer reported (AddressSanitizer,
            UBSan's 'runtime error:');
-  hang     the case ran past FXCPP_GUARD_SWEEP_TIMEOUT seconds (10);
+  hang     the case ran past FXCPP_GUARD_SWEEP_TIMEOUT seconds (10; 60 under the sanitizer);
   uninit   the results differ between the calls or the heaps;
   bad-error an exception of another type, or without a message.
 
@@ -215,7 +215,9 @@ HERE = os.path.abspath(__file__)
 CASES = int(os.environ.get('FXCPP_GUARD_SWEEP_CASES', 2 if _sanitized(os.environ) else 32))
 SEED = os.environ.get('FXCPP_GUARD_SWEEP_SEED', '0')
 JOBS = max(1, int(os.environ.get('FXCPP_GUARD_SWEEP_JOBS', 2)))
-TIMEOUT = float(os.environ.get('FXCPP_GUARD_SWEEP_TIMEOUT', 10))
+# Under the sanitizer the bound is 60 s: the full budget's largest valid cases (arange to 2^31 in
+# float32, new_ones.out of 2^31 bools: 2 to 4 GiB) take 12 to 19 s a child there on a loaded machine.
+TIMEOUT = float(os.environ.get('FXCPP_GUARD_SWEEP_TIMEOUT', 60 if _sanitized(os.environ) else 10))
 MEM_BYTES = int(os.environ.get('FXCPP_GUARD_SWEEP_MEM_MB', 4096)) << 20
 ONLY = [k for k in os.environ.get('FXCPP_GUARD_SWEEP_ONLY', '').split(',') if k]
 BASES = int(os.environ.get('FXCPP_GUARD_SWEEP_BASES', 3))  # valid calls per overload to mutate
