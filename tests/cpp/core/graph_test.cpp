@@ -354,6 +354,39 @@ TEST(Graph, FindNodes) {
   EXPECT_EQ(g.find_nodes(Op::Placeholder), (std::vector<Node*>{x}));
 }
 
+// Note [find_nodes order]: sort=false lists a bucket in the order its nodes entered it; a
+// touched node (an attribute assigned) or a changed target moves to the end; moving a node in
+// the list does not; a target of another opcode filters that opcode's one bucket.
+TEST(Graph, FindNodesLookupOrder) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(F(kRelu), {N(x)});
+  Node* b = g.call_function(F(kRelu), {N(x)});
+  Node* m = g.call_method("neg", {N(a)});
+  Node* r = g.call_method("relu", {N(b)});
+  Node* m2 = g.call_method("neg", {N(b)});
+  Node* c;
+  {
+    InsertGuard at = g.inserting_before(a);
+    c = g.call_function(F(kRelu), {N(x)});
+  }
+  Target relu(F(kRelu));
+  EXPECT_EQ(g.find_nodes(Op::CallFunction, &relu), (std::vector<Node*>{c, a, b}));
+  EXPECT_EQ(g.find_nodes(Op::CallFunction, &relu, /*sort=*/false), (std::vector<Node*>{a, b, c}));
+  g.touch_lookup(a);
+  EXPECT_EQ(g.find_nodes(Op::CallFunction, &relu, false), (std::vector<Node*>{b, c, a}));
+  EXPECT_EQ(g.find_nodes(Op::CallFunction, &relu), (std::vector<Node*>{c, a, b}));
+  g.touch_lookup(r);
+  EXPECT_EQ(g.find_nodes(Op::CallMethod, nullptr, false), (std::vector<Node*>{m, m2, r}));
+  Target neg("neg");
+  EXPECT_EQ(g.find_nodes(Op::CallMethod, &neg, false), (std::vector<Node*>{m, m2}));
+  m->set_target(Target("relu"));
+  EXPECT_EQ(g.find_nodes(Op::CallMethod, nullptr, false), (std::vector<Node*>{m2, r, m}));
+  EXPECT_EQ(g.find_nodes(Op::CallMethod, &neg), (std::vector<Node*>{m2}));
+  g.erase_node(c);
+  EXPECT_EQ(g.find_nodes(Op::CallFunction, &relu, false), (std::vector<Node*>{b, a}));
+}
+
 TEST(Graph, CopyAndClone) {
   Graph g;
   Node* x = g.placeholder("x", {}, D(1.5));
