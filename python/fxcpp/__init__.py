@@ -50,9 +50,10 @@ cmake_prefix_path = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), 
 del _os
 
 # What `from fxcpp import *` binds: what `from torch.fx import *` binds on the installed torch
-# (_torch_compat.TORCH_FX_ALL), and fxcpp's bridges to torch.fx.
+# (_torch_compat.TORCH_FX_ALL), so that `from fxcpp import *` in place of torch.fx's binds the
+# same names; fxcpp's own (from_torch_fx, to_torch_fx, explore, aten, ...) are imported by name.
 from ._torch_compat import TORCH_FX_ALL as _TORCH_FX_ALL
-__all__ = [*_TORCH_FX_ALL, "from_torch_fx", "to_torch_fx"]
+__all__ = list(_TORCH_FX_ALL)
 del _TORCH_FX_ALL
 
 
