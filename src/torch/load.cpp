@@ -38,6 +38,7 @@
 #include "fxcpp/torch/format.h"
 #include "fxcpp/torch/module.h"  // load() builds a Module
 #include "fxcpp/torch/policy.h"
+#include "json_fields.h"
 #include "pt2_reader.h"
 #include "names.h"
 #include "storages.h"
@@ -94,37 +95,11 @@ class Archive {
 
 // ---- JSON helpers ---------------------------------------------------------------------
 
-[[noreturn]] void bad(const std::string& what) { throw FormatError("fxcpp::torch: malformed graph.json: " + what); }
-
-const Json& field(const Json& obj, const char* key, const std::string& where) {
-  if (!obj.is_object()) bad(where + " is not an object");
-  auto it = obj.find(key);
-  if (it == obj.end()) bad(where + " has no '" + key + "'");
-  return *it;
-}
-std::string str_field(const Json& obj, const char* key, const std::string& where) {
-  const Json& v = field(obj, key, where);
-  if (!v.is_string()) bad(where + "." + key + " is not a string");
-  return v.get<std::string>();
-}
-int64_t int_field(const Json& obj, const char* key, const std::string& where) {
-  const Json& v = field(obj, key, where);
-  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
-    bad(where + "." + key + " is not an integer");
-  return v.get<int64_t>();
-}
-std::vector<int64_t> ints_field(const Json& obj, const char* key, const std::string& where) {
-  const Json& v = field(obj, key, where);
-  if (!v.is_array()) bad(where + "." + key + " is not an array");
-  if (v.size() > 64) bad(where + "." + key + " has more than 64 dimensions");
-  std::vector<int64_t> out;
-  for (auto& x : v) {
-    if (!x.is_number_integer() || (x.is_number_unsigned() && x.get<uint64_t>() > uint64_t(INT64_MAX)))
-      bad(where + "." + key + " holds a non-integer");
-    out.push_back(x.get<int64_t>());
-  }
-  return out;
-}
+struct GraphJson {
+  static constexpr const char* kPrefix = "fxcpp::torch: malformed graph.json: ";
+};
+using J = JsonFields<GraphJson>;  // the checked accessors of json_fields.h
+[[noreturn]] void bad(const std::string& what) { J::bad(what); }
 
 // ---- values ------------------------------------------------------------------------
 
@@ -200,22 +175,22 @@ class Decoder {
     ArgPairs p;
     auto ints = [&](const char* k) {
       std::vector<Argument> items;
-      for (int64_t x : ints_field(v, k, w)) items.push_back(Argument::integer(x));
+      for (int64_t x : J::ints_field(v, k, w)) items.push_back(Argument::integer(x));
       return Argument::tuple(std::move(items));
     };
     p.emplace_back(Argument::string("shape"), ints("shape"));
     p.emplace_back(Argument::string("dtype"),
-                   Argument::foreign(torch_constant(TorchConstant::Kind::Dtype, str_field(v, "dtype", w))));
-    const Json& rg = field(v, "requires_grad", w);
+                   Argument::foreign(torch_constant(TorchConstant::Kind::Dtype, J::str_field(v, "dtype", w))));
+    const Json& rg = J::field(v, "requires_grad", w);
     if (!rg.is_boolean()) bad(w + ".requires_grad is not a bool");
     p.emplace_back(Argument::string("requires_grad"), Argument::boolean(rg.get<bool>()));
     p.emplace_back(Argument::string("stride"), ints("stride"));
-    const Json& mf = field(v, "memory_format", w);
+    const Json& mf = J::field(v, "memory_format", w);
     if (!mf.is_null() && !mf.is_string()) bad(w + ".memory_format is not a string or null");
     p.emplace_back(Argument::string("memory_format"),
                    mf.is_null() ? Argument::none()
                                 : Argument::foreign(torch_constant(TorchConstant::Kind::MemoryFormat, mf.get<std::string>())));
-    const Json& q = field(v, "is_quantized", w);
+    const Json& q = J::field(v, "is_quantized", w);
     if (!q.is_boolean()) bad(w + ".is_quantized is not a bool");
     p.emplace_back(Argument::string("is_quantized"), Argument::boolean(q.get<bool>()));
     return Argument::dict(std::move(p));
@@ -230,8 +205,8 @@ class Decoder {
 
 
 std::vector<NamedTensor> read_tensors(const Json& doc, Archive& archive, bool map) {
-  const Json& storages = field(doc, "storages", "graph.json");
-  const Json& tensors = field(doc, "tensors", "graph.json");
+  const Json& storages = J::field(doc, "storages", "graph.json");
+  const Json& tensors = J::field(doc, "tensors", "graph.json");
   if (!storages.is_array() || !tensors.is_array()) bad("storages and tensors must be arrays");
 
   struct StorageInfo {
@@ -242,8 +217,8 @@ std::vector<NamedTensor> read_tensors(const Json& doc, Archive& archive, bool ma
   std::vector<StorageInfo> infos;
   for (size_t i = 0; i < storages.size(); ++i) {
     std::string w = "storages[" + std::to_string(i) + "]";
-    std::string record = str_field(storages[i], "record", w);
-    int64_t nbytes = int_field(storages[i], "nbytes", w);
+    std::string record = J::str_field(storages[i], "record", w);
+    int64_t nbytes = J::int_field(storages[i], "nbytes", w);
     if (nbytes < 0) bad(w + ".nbytes is negative");
     infos.push_back({record, static_cast<uint64_t>(nbytes), c10::nullopt});
   }
@@ -254,18 +229,18 @@ std::vector<NamedTensor> read_tensors(const Json& doc, Archive& archive, bool ma
     const Json& t = tensors[i];
     std::string w = "tensors[" + std::to_string(i) + "]";
     NamedTensor nt;
-    nt.name = str_field(t, "name", w);
+    nt.name = J::str_field(t, "name", w);
     if (nt.name.empty() || !seen.emplace(nt.name, i).second) bad(w + ": empty or repeated tensor name '" + nt.name + "'");
-    std::string kind = str_field(t, "kind", w);
+    std::string kind = J::str_field(t, "kind", w);
     if (kind == "parameter") nt.kind = NamedTensor::Kind::Parameter;
     else if (kind == "buffer") nt.kind = NamedTensor::Kind::Buffer;
     else if (kind == "constant") nt.kind = NamedTensor::Kind::Constant;
     else bad(w + ": unknown kind '" + kind + "'");
-    c10::ScalarType dtype = dtype_from_name(str_field(t, "dtype", w));
-    int64_t sidx = int_field(t, "storage", w);
+    c10::ScalarType dtype = dtype_from_name(J::str_field(t, "dtype", w));
+    int64_t sidx = J::int_field(t, "storage", w);
     if (sidx < 0 || static_cast<size_t>(sidx) >= infos.size()) bad(w + ": storage index out of range");
-    int64_t offset = int_field(t, "offset", w);
-    std::vector<int64_t> sizes = ints_field(t, "sizes", w), strides = ints_field(t, "strides", w);
+    int64_t offset = J::int_field(t, "offset", w);
+    std::vector<int64_t> sizes = J::ints_field(t, "sizes", w), strides = J::ints_field(t, "strides", w);
     if (sizes.size() != strides.size()) bad(w + ": sizes and strides differ in length");
     if (offset < 0) bad(w + ": negative storage offset");
     StorageInfo& si = infos[static_cast<size_t>(sidx)];
@@ -408,7 +383,7 @@ void check_enum_arguments(const std::string& node, const AtenOp& op, const std::
 // ---- the graph -------------------------------------------------------------------------
 
 std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor>& tensors, const LoadOptions& options) {
-  const Json& nodes = field(doc, "nodes", "graph.json");
+  const Json& nodes = J::field(doc, "nodes", "graph.json");
   if (!nodes.is_array()) bad("nodes is not an array");
   auto cls = doc.find("class_name");
   if (cls != doc.end()) {
@@ -429,13 +404,13 @@ std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor
     const Json& j = nodes[i];
     std::string w = "nodes[" + std::to_string(i) + "]";
     if (have_output) bad(w + ": nodes after the output node");
-    std::string name = str_field(j, "name", w), op_text = str_field(j, "op", w);
+    std::string name = J::str_field(j, "name", w), op_text = J::str_field(j, "op", w);
     if (!is_identifier(name)) check_identifier(name, w + ": node name");
     w += " ('" + name + "')";
     if (by_name.count(name)) bad(w + ": repeated node name");
     auto op = parse_op(op_text);
     if (!op || *op == Op::Root) bad(w + ": unknown opcode '" + op_text + "'");
-    const Json& args_j = field(j, "args", w);
+    const Json& args_j = J::field(j, "args", w);
     if (!args_j.is_array()) bad(w + ".args is not an array");
     std::vector<Argument> args;
     for (auto& a : args_j) args.push_back(dec.value(a, w + ".args"));
@@ -452,21 +427,21 @@ std::unique_ptr<Graph> read_graph(const Json& doc, const std::vector<NamedTensor
     switch (*op) {
       case Op::Placeholder: {
         if (args.size() > 1 || !kwargs.empty()) bad(w + ": a placeholder has at most one argument (its default)");
-        std::string target = str_field(j, "target", w);
+        std::string target = J::str_field(j, "target", w);
         size_t stars = target.rfind("**", 0) == 0 ? 2 : target.rfind('*', 0) == 0 ? 1 : 0;
         if (!is_identifier(target.substr(stars))) check_identifier(target, w + ": placeholder target");
         n = g->create_node(Op::Placeholder, Target(target), std::move(args), {}, name);
         break;
       }
       case Op::GetAttr: {
-        std::string target = str_field(j, "target", w);
+        std::string target = J::str_field(j, "target", w);
         if (!tensor_names.count(target)) bad(w + ": get_attr of " + shown(target) + ", which is not in the tensor table");
         if (!args.empty() || !kwargs.empty()) bad(w + ": get_attr takes no arguments");
         n = g->create_node(Op::GetAttr, Target(target), {}, {}, name);
         break;
       }
       case Op::CallFunction: {
-        std::string target = str_field(j, "target", w);
+        std::string target = J::str_field(j, "target", w);
         Object fn = target.find("::") != std::string::npos ? aten_op(target) : primitive(target);
         if (const AtenOp* op = as_aten_op(fn)) {
           if (!options.trusted) {
@@ -513,8 +488,8 @@ Json parse_graph(Archive& archive) {
     bad(e.what());
   }
   if (!doc.is_object()) bad("the document is not an object");
-  if (str_field(doc, "format", "graph.json") != kFormatName) bad("format is not '" + std::string(kFormatName) + "'");
-  int64_t version = int_field(doc, "version", "graph.json");
+  if (J::str_field(doc, "format", "graph.json") != kFormatName) bad("format is not '" + std::string(kFormatName) + "'");
+  int64_t version = J::int_field(doc, "version", "graph.json");
   if (version > kFormatVersion)
     throw FormatError("fxcpp::torch: this file has format version " + std::to_string(version) +
                       ", newer than the newest this build reads (" + std::to_string(kFormatVersion) +

@@ -16,6 +16,7 @@
 
 #include "fxcpp/torch/policy.h"
 #include "fxcpp/torch/pt2.h"
+#include "json_fields.h"
 #include "names.h"
 #include "pt2_reader.h"
 #include "storages.h"
@@ -29,7 +30,11 @@ constexpr int kMaxDepth = 64;
 // model.json is parsed whole (a DOM several times its size): capped, as .fxpt's graph.json is.
 constexpr uint64_t kMaxJsonBytes = uint64_t(256) << 20;
 
-[[noreturn]] void bad(const std::string& what) { throw FormatError("fxcpp::torch: malformed .pt2 archive: " + what); }
+struct Pt2Json {
+  static constexpr const char* kPrefix = "fxcpp::torch: malformed .pt2 archive: ";
+};
+using J = JsonFields<Pt2Json>;  // the checked accessors of json_fields.h
+[[noreturn]] void bad(const std::string& what) { J::bad(what); }
 [[noreturn]] void unsupported(const std::string& what) {
   throw FormatError("fxcpp::torch: cannot load this .pt2 archive: " + what);
 }
@@ -49,50 +54,6 @@ const std::string& identifier(const std::string& s, const std::string& what) {
 }
 
 // ---- JSON -------------------------------------------------------------------------------
-
-const Json& field(const Json& obj, const char* key, const std::string& where) {
-  if (!obj.is_object()) bad(where + " is not an object");
-  auto it = obj.find(key);
-  if (it == obj.end()) bad(where + " has no '" + key + "'");
-  return *it;
-}
-const Json* opt_field(const Json& obj, const char* key, const std::string& where) {
-  if (!obj.is_object()) bad(where + " is not an object");
-  auto it = obj.find(key);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
-std::string as_str(const Json& v, const std::string& where) {
-  if (!v.is_string()) bad(where + " is not a string");
-  return v.get<std::string>();
-}
-std::string str_field(const Json& obj, const char* key, const std::string& where) {
-  return as_str(field(obj, key, where), where + "." + key);
-}
-int64_t as_int(const Json& v, const std::string& where) {
-  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
-    bad(where + " is not an integer");
-  return v.get<int64_t>();
-}
-bool as_bool(const Json& v, const std::string& where) {
-  if (!v.is_boolean()) bad(where + " is not a bool");
-  return v.get<bool>();
-}
-double as_float(const Json& v, const std::string& where) {
-  if (v.is_number()) return v.get<double>();
-  if (v == "Infinity") return std::numeric_limits<double>::infinity();
-  if (v == "-Infinity") return -std::numeric_limits<double>::infinity();
-  if (v == "NaN") return std::numeric_limits<double>::quiet_NaN();
-  bad(where + " is not a float");
-}
-const Json& as_array(const Json& v, const std::string& where) {
-  if (!v.is_array()) bad(where + " is not an array");
-  return v;
-}
-// A serialized union: an object with exactly one key, the tag.
-std::pair<std::string, const Json*> as_union(const Json& v, const std::string& where) {
-  if (!v.is_object() || v.size() != 1) bad(where + " is not a tagged union (an object with one key)");
-  return {v.begin().key(), &v.begin().value()};
-}
 
 // Parses `text` with nesting limited while parsing (a hostile file cannot
 // exhaust the stack, neither parsing nor destroying the document).
@@ -159,11 +120,11 @@ std::string memory_format_name(int64_t v, const std::string& where) {
   }
 }
 std::string device_name(const Json& d, const std::string& where) {
-  std::string type = str_field(d, "type", where);
+  std::string type = J::str_field(d, "type", where);
   if (type != "cpu" && type != "cuda" && type != "meta") unsupported(where + ": device type " + shown(type));
-  const Json* index = opt_field(d, "index", where);
+  const Json* index = J::opt_field(d, "index", where);
   if (!index) return type;
-  int64_t i = as_int(*index, where + ".index");
+  int64_t i = J::as_int(*index, where + ".index");
   if (i < 0 || i > 1024) bad(where + ".index is out of range");
   return type + ":" + std::to_string(i);
 }
@@ -173,9 +134,9 @@ std::string device_name(const Json& d, const std::string& where) {
 
 // A SymInt of a weight's metadata: a weight's sizes are concrete.
 int64_t concrete(const Json& v, const std::string& where) {
-  auto [tag, val] = as_union(v, where);
+  auto [tag, val] = J::as_union(v, where);
   if (tag != "as_int") bad(where + " is symbolic (" + tag + "); a stored tensor's sizes are concrete");
-  return as_int(*val, where);
+  return J::as_int(*val, where);
 }
 
 class Builder {
@@ -261,7 +222,7 @@ const Json* Builder::config(const std::string& dir, const std::string& file) {
     read = true;
     if (z_.find(name)) {
       slot = parse_json(z_, name);
-      const Json& c = field(slot, "config", name);
+      const Json& c = J::field(slot, "config", name);
       if (!c.is_object()) bad(name + ".config is not an object");
     }
   }
@@ -281,19 +242,19 @@ c10::Storage Builder::storage(const std::string& record, const std::string& wher
 // A weight or constant: its record holds the bytes of an untyped storage; the
 // tensor is a strided view into it, checked to lie inside it.
 at::Tensor Builder::tensor(const Json& entry, const std::string& dir, const std::string& where) {
-  if (as_bool(field(entry, "use_pickle", where), where + ".use_pickle"))
+  if (J::as_bool(J::field(entry, "use_pickle", where), where + ".use_pickle"))
     unsupported(where + " is stored pickled (torch.save of a tensor subclass or an object), and fxcpp never unpickles "
                 "(a pickle can run code); export the model with plain tensors");
-  std::string path = str_field(entry, "path_name", where);
+  std::string path = J::str_field(entry, "path_name", where);
   if (!is_module_path(path)) bad(where + ".path_name " + shown(path) + " is not a record name");
-  const Json* meta = opt_field(entry, "tensor_meta", where);
+  const Json* meta = J::opt_field(entry, "tensor_meta", where);
   if (!meta) bad(where + " has no tensor_meta");
   std::string w = where + ".tensor_meta";
-  c10::ScalarType dtype = scalar_type(as_int(field(*meta, "dtype", w), w + ".dtype"), w);
-  layout_name(as_int(field(*meta, "layout", w), w + ".layout"), w);
-  device_name(field(*meta, "device", w), w + ".device");  // checked; read onto the CPU
-  const Json& sizes_j = as_array(field(*meta, "sizes", w), w + ".sizes");
-  const Json& strides_j = as_array(field(*meta, "strides", w), w + ".strides");
+  c10::ScalarType dtype = scalar_type(J::as_int(J::field(*meta, "dtype", w), w + ".dtype"), w);
+  layout_name(J::as_int(J::field(*meta, "layout", w), w + ".layout"), w);
+  device_name(J::field(*meta, "device", w), w + ".device");  // checked; read onto the CPU
+  const Json& sizes_j = J::as_array(J::field(*meta, "sizes", w), w + ".sizes");
+  const Json& strides_j = J::as_array(J::field(*meta, "strides", w), w + ".strides");
   if (sizes_j.size() > 64 || sizes_j.size() != strides_j.size()) bad(w + ": sizes and strides differ in length (or over 64)");
   std::vector<int64_t> sizes, strides;
   for (size_t d = 0; d < sizes_j.size(); ++d) {
@@ -301,7 +262,7 @@ at::Tensor Builder::tensor(const Json& entry, const std::string& dir, const std:
     strides.push_back(concrete(strides_j[d], w + ".strides"));
     if (sizes.back() < 0 || strides.back() < 0) bad(w + ": negative size or stride");
   }
-  int64_t offset = concrete(field(*meta, "storage_offset", w), w + ".storage_offset");
+  int64_t offset = concrete(J::field(*meta, "storage_offset", w), w + ".storage_offset");
   if (offset < 0) bad(w + ": negative storage offset");
   c10::Storage st = storage(dir + "/" + path, where);
   const uint64_t nbytes = st.nbytes();
@@ -353,26 +314,26 @@ Argument Builder::value(const std::string& name, const std::string& where) {
 
 // A SymIntArgument / SymFloatArgument / SymBoolArgument: a named value or a number.
 Argument Builder::sym(const Json& a, const char* number_tag, const std::string& where) {
-  auto [tag, v] = as_union(a, where);
-  if (tag == "as_name") return value(as_str(*v, where), where);
+  auto [tag, v] = J::as_union(a, where);
+  if (tag == "as_name") return value(J::as_str(*v, where), where);
   if (tag != number_tag) bad(where + ": unknown tag '" + tag + "'");
-  if (tag == std::string("as_int")) return Argument::integer(as_int(*v, where));
-  if (tag == std::string("as_float")) return Argument::real(as_float(*v, where));
-  return Argument::boolean(as_bool(*v, where));
+  if (tag == std::string("as_int")) return Argument::integer(J::as_int(*v, where));
+  if (tag == std::string("as_float")) return Argument::real(J::as_float(*v, where));
+  return Argument::boolean(J::as_bool(*v, where));
 }
 
 Argument Builder::arg(const Json& a, const std::string& where) {
-  const auto tagged = as_union(a, where);  // not a structured binding: lambdas below capture it
+  const auto tagged = J::as_union(a, where);  // not a structured binding: lambdas below capture it
   const std::string& tag = tagged.first;
   const Json& v = *tagged.second;
   auto list = [&](auto&& item) {
     std::vector<Argument> items;
-    for (const Json& x : as_array(v, where + "." + tag)) items.push_back(item(x));
+    for (const Json& x : J::as_array(v, where + "." + tag)) items.push_back(item(x));
     return Argument::list(std::move(items));
   };
-  auto tensor_ref = [&](const Json& t) { return value(str_field(t, "name", where), where); };
+  auto tensor_ref = [&](const Json& t) { return value(J::str_field(t, "name", where), where); };
   auto opt_tensor = [&](const Json& t) {
-    auto [ttag, tv] = as_union(t, where);
+    auto [ttag, tv] = J::as_union(t, where);
     if (ttag == "as_none") return Argument::none();
     if (ttag == "as_tensor") return tensor_ref(*tv);
     bad(where + ": unknown optional-tensor tag '" + ttag + "'");
@@ -382,20 +343,20 @@ Argument Builder::arg(const Json& a, const std::string& where) {
   if (tag == "as_tensors") return list(tensor_ref);
   if (tag == "as_optional_tensor") return opt_tensor(v);
   if (tag == "as_optional_tensors") return list(opt_tensor);
-  if (tag == "as_int") return Argument::integer(as_int(v, where));
-  if (tag == "as_ints") return list([&](const Json& x) { return Argument::integer(as_int(x, where)); });
+  if (tag == "as_int") return Argument::integer(J::as_int(v, where));
+  if (tag == "as_ints") return list([&](const Json& x) { return Argument::integer(J::as_int(x, where)); });
   if (tag == "as_int_lists")
     return list([&](const Json& l) {
       std::vector<Argument> items;
-      for (const Json& x : as_array(l, where)) items.push_back(Argument::integer(as_int(x, where)));
+      for (const Json& x : J::as_array(l, where)) items.push_back(Argument::integer(J::as_int(x, where)));
       return Argument::list(std::move(items));
     });
-  if (tag == "as_float") return Argument::real(as_float(v, where));
-  if (tag == "as_floats") return list([&](const Json& x) { return Argument::real(as_float(x, where)); });
-  if (tag == "as_bool") return Argument::boolean(as_bool(v, where));
-  if (tag == "as_bools") return list([&](const Json& x) { return Argument::boolean(as_bool(x, where)); });
-  if (tag == "as_string") return Argument::string(as_str(v, where));
-  if (tag == "as_strings") return list([&](const Json& x) { return Argument::string(as_str(x, where)); });
+  if (tag == "as_float") return Argument::real(J::as_float(v, where));
+  if (tag == "as_floats") return list([&](const Json& x) { return Argument::real(J::as_float(x, where)); });
+  if (tag == "as_bool") return Argument::boolean(J::as_bool(v, where));
+  if (tag == "as_bools") return list([&](const Json& x) { return Argument::boolean(J::as_bool(x, where)); });
+  if (tag == "as_string") return Argument::string(J::as_str(v, where));
+  if (tag == "as_strings") return list([&](const Json& x) { return Argument::string(J::as_str(x, where)); });
   if (tag == "as_sym_int") return sym(v, "as_int", where);
   if (tag == "as_sym_ints") return list([&](const Json& x) { return sym(x, "as_int", where); });
   if (tag == "as_sym_float") return sym(v, "as_float", where);
@@ -404,12 +365,12 @@ Argument Builder::arg(const Json& a, const std::string& where) {
   if (tag == "as_sym_bools") return list([&](const Json& x) { return sym(x, "as_bool", where); });
   if (tag == "as_scalar_type")
     return Argument::foreign(
-        torch_constant(TorchConstant::Kind::Dtype, dtype_name(scalar_type(as_int(v, where), where))));
+        torch_constant(TorchConstant::Kind::Dtype, dtype_name(scalar_type(J::as_int(v, where), where))));
   if (tag == "as_layout")
-    return Argument::foreign(torch_constant(TorchConstant::Kind::Layout, layout_name(as_int(v, where), where)));
+    return Argument::foreign(torch_constant(TorchConstant::Kind::Layout, layout_name(J::as_int(v, where), where)));
   if (tag == "as_memory_format")
     return Argument::foreign(
-        torch_constant(TorchConstant::Kind::MemoryFormat, memory_format_name(as_int(v, where), where)));
+        torch_constant(TorchConstant::Kind::MemoryFormat, memory_format_name(J::as_int(v, where), where)));
   if (tag == "as_device") return Argument::foreign(torch_constant(TorchConstant::Kind::Device, device_name(v, where)));
   if (tag == "as_graph")
     unsupported(where + " is a subgraph (a higher-order operator such as cond or while_loop); fxcpp's runtime runs "
@@ -427,14 +388,14 @@ Argument Builder::arg(const Json& a, const std::string& where) {
 Argument Builder::tensor_meta(const Json& meta, const std::string& where) {
   auto ints = [&](const char* key) {
     std::vector<Argument> items;
-    for (const Json& s : as_array(field(meta, key, where), where + "." + key)) {
-      auto [tag, v] = as_union(s, where + "." + key);
+    for (const Json& s : J::as_array(J::field(meta, key, where), where + "." + key)) {
+      auto [tag, v] = J::as_union(s, where + "." + key);
       if (tag == "as_int") {
-        items.push_back(Argument::integer(as_int(*v, where)));
+        items.push_back(Argument::integer(J::as_int(*v, where)));
       } else {
         // Symbolic: its hint (the example's size), as ShapeProp records it.
-        const Json* hint = opt_field(field(*v, "hint", where), "as_int", where);
-        items.push_back(Argument::integer(hint ? as_int(*hint, where) : -1));
+        const Json* hint = J::opt_field(J::field(*v, "hint", where), "as_int", where);
+        items.push_back(Argument::integer(hint ? J::as_int(*hint, where) : -1));
       }
     }
     return Argument::tuple(std::move(items));
@@ -443,7 +404,7 @@ Argument Builder::tensor_meta(const Json& meta, const std::string& where) {
   p.emplace_back(Argument::string("shape"), ints("sizes"));
   p.emplace_back(Argument::string("dtype"),
                  Argument::foreign(torch_constant(
-                     TorchConstant::Kind::Dtype, dtype_name(scalar_type(as_int(field(meta, "dtype", where), where), where)))));
+                     TorchConstant::Kind::Dtype, dtype_name(scalar_type(J::as_int(J::field(meta, "dtype", where), where), where)))));
   p.emplace_back(Argument::string("requires_grad"), Argument::boolean(false));
   p.emplace_back(Argument::string("stride"), ints("strides"));
   p.emplace_back(Argument::string("memory_format"), Argument::none());
@@ -587,14 +548,14 @@ class ExprParser {
 // meta["input_spec"] of a user input (Note [Exported input checks]).
 Argument Builder::input_spec(const Json& meta, const std::string& where) {
   std::vector<Argument> dims;
-  for (const Json& s : as_array(field(meta, "sizes", where), where + ".sizes")) {
-    auto [tag, v] = as_union(s, where + ".sizes");
+  for (const Json& s : J::as_array(J::field(meta, "sizes", where), where + ".sizes")) {
+    auto [tag, v] = J::as_union(s, where + ".sizes");
     if (tag == "as_int") {
-      dims.push_back(Argument::integer(as_int(*v, where + ".sizes")));
+      dims.push_back(Argument::integer(J::as_int(*v, where + ".sizes")));
       continue;
     }
     if (tag != "as_expr") bad(where + ".sizes: unknown size kind '" + tag + "'");
-    const Json* text = opt_field(*v, "expr_str", where + ".sizes");
+    const Json* text = J::opt_field(*v, "expr_str", where + ".sizes");
     Poly poly;
     if (!text || !text->is_string() || text->get<std::string>().size() > 4096 ||
         !ExprParser(text->get<std::string>()).parse(&poly)) {
@@ -606,10 +567,10 @@ Argument Builder::input_spec(const Json& meta, const std::string& where) {
       Argument lo = Argument::none(), hi = Argument::none();
       if (range_constraints_ && range_constraints_->contains(sym)) {
         const Json& r = (*range_constraints_)[sym];
-        const Json* mn = opt_field(r, "min_val", "range_constraints." + sym);
-        const Json* mx = opt_field(r, "max_val", "range_constraints." + sym);
+        const Json* mn = J::opt_field(r, "min_val", "range_constraints." + sym);
+        const Json* mx = J::opt_field(r, "max_val", "range_constraints." + sym);
         // Unbounded ends are null (or a huge int: int_oo).
-        if (mn && mn->is_number_integer()) lo = Argument::integer(as_int(*mn, "range_constraints." + sym));
+        if (mn && mn->is_number_integer()) lo = Argument::integer(J::as_int(*mn, "range_constraints." + sym));
         if (mx && mx->is_number_integer() && !(mx->is_number_unsigned() && mx->get<uint64_t>() > uint64_t(INT64_MAX)))
           hi = Argument::integer(mx->get<int64_t>());
       }
@@ -627,7 +588,7 @@ Argument Builder::input_spec(const Json& meta, const std::string& where) {
   ArgPairs p;
   p.emplace_back(Argument::string("dtype"),
                  Argument::foreign(torch_constant(
-                     TorchConstant::Kind::Dtype, dtype_name(scalar_type(as_int(field(meta, "dtype", where), where), where)))));
+                     TorchConstant::Kind::Dtype, dtype_name(scalar_type(J::as_int(J::field(meta, "dtype", where), where), where)))));
   p.emplace_back(Argument::string("sizes"), Argument::tuple(std::move(dims)));
   return Argument::dict(std::move(p));
 }
@@ -696,19 +657,19 @@ void Builder::check_enums(const std::string& node, const AtenOp& op, const std::
 // ---- the signature's inputs -------------------------------------------------------------------
 
 void Builder::inputs(const Json& sig, const Json& graph, size_t num_user_inputs) {
-  const Json& specs = as_array(field(sig, "input_specs", "signature"), "signature.input_specs");
-  const Json& graph_inputs = as_array(field(graph, "inputs", "graph"), "graph.inputs");
+  const Json& specs = J::as_array(J::field(sig, "input_specs", "signature"), "signature.input_specs");
+  const Json& graph_inputs = J::as_array(J::field(graph, "inputs", "graph"), "graph.inputs");
   if (graph_inputs.size() != specs.size())
     bad("the graph has " + std::to_string(graph_inputs.size()) + " inputs, its signature " + std::to_string(specs.size()));
   size_t users = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
     std::string w = "signature.input_specs[" + std::to_string(i) + "]";
-    auto [tag, spec] = as_union(specs[i], w);
+    auto [tag, spec] = J::as_union(specs[i], w);
     w += "." + tag;
     if (tag == "parameter" || tag == "buffer" || tag == "tensor_constant") {
-      std::string name = str_field(field(*spec, "arg", w), "name", w + ".arg");
+      std::string name = J::str_field(J::field(*spec, "arg", w), "name", w + ".arg");
       const char* key = tag == "parameter" ? "parameter_name" : tag == "buffer" ? "buffer_name" : "tensor_constant_name";
-      std::string fqn = str_field(*spec, key, w);
+      std::string fqn = J::str_field(*spec, key, w);
       if (!is_module_path(fqn))
         bad(w + ": " + key + " " + shown(fqn) + " is not a dotted path of names ([A-Za-z0-9_-] parts)");
       // Parameters and persistent buffers are weights; non-persistent buffers
@@ -741,14 +702,14 @@ void Builder::inputs(const Json& sig, const Json& graph, size_t num_user_inputs)
       }
       define(name, Argument::node(n), w);
     } else if (tag == "user_input") {
-      const Json& a = field(*spec, "arg", w);
-      auto [atag, av] = as_union(a, w + ".arg");
+      const Json& a = J::field(*spec, "arg", w);
+      auto [atag, av] = J::as_union(a, w + ".arg");
       std::string name;
-      if (atag == "as_tensor") name = str_field(*av, "name", w);
+      if (atag == "as_tensor") name = J::str_field(*av, "name", w);
       else if (atag == "as_sym_int" || atag == "as_sym_float" || atag == "as_sym_bool") {
-        auto [stag, sv] = as_union(*av, w + ".arg");
+        auto [stag, sv] = J::as_union(*av, w + ".arg");
         if (stag != "as_name") unsupported(w + ": a constant user input");
-        name = as_str(*sv, w);
+        name = J::as_str(*sv, w);
       } else {
         unsupported(w + ": user inputs of kind '" + atag + "' (constants, containers) are not supported yet");
       }
@@ -780,19 +741,19 @@ void Builder::inputs(const Json& sig, const Json& graph, size_t num_user_inputs)
 // "_operator.mul" -> operator.mul; the rest of the symbolic-math namespace is not a primitive.
 void Builder::node(const Json& n, size_t index) {
   std::string w = "graph.nodes[" + std::to_string(index) + "]";
-  std::string target = str_field(n, "target", w);
-  const Json& outs = as_array(field(n, "outputs", w), w + ".outputs");
-  const Json* name_j = opt_field(n, "name", w);
-  std::string node_name = name_j ? as_str(*name_j, w + ".name") : "";
+  std::string target = J::str_field(n, "target", w);
+  const Json& outs = J::as_array(J::field(n, "outputs", w), w + ".outputs");
+  const Json* name_j = J::opt_field(n, "name", w);
+  std::string node_name = name_j ? J::as_str(*name_j, w + ".name") : "";
   w += " (" + shown(target) + ")";
 
   std::vector<Argument> args;
   KwArgs kwargs;
-  for (const Json& in : as_array(field(n, "inputs", w), w + ".inputs")) {
-    std::string pname = str_field(in, "name", w + ".inputs");
-    Argument a = arg(field(in, "arg", w + ".inputs"), w + ": input '" + pname + "'");
-    const Json* kind = opt_field(in, "kind", w);
-    if (kind && as_int(*kind, w + ".inputs.kind") == 2) {
+  for (const Json& in : J::as_array(J::field(n, "inputs", w), w + ".inputs")) {
+    std::string pname = J::str_field(in, "name", w + ".inputs");
+    Argument a = arg(J::field(in, "arg", w + ".inputs"), w + ": input '" + pname + "'");
+    const Json* kind = J::opt_field(in, "kind", w);
+    if (kind && J::as_int(*kind, w + ".inputs.kind") == 2) {
       kwargs.emplace_back(identifier(pname, w + ": keyword"), std::move(a));
     } else {
       if (!kwargs.empty()) bad(w + ": a positional input after a keyword input");
@@ -803,12 +764,12 @@ void Builder::node(const Json& n, size_t index) {
   // The single value name of a node with one output, or "".
   auto single_name = [&](const char* want) -> std::string {
     if (outs.size() != 1) bad(w + " should have one output, has " + std::to_string(outs.size()));
-    auto [tag, v] = as_union(outs[0], w + ".outputs[0]");
+    auto [tag, v] = J::as_union(outs[0], w + ".outputs[0]");
     if (tag != want) bad(w + ": output is '" + tag + "', expected '" + want + "'");
-    if (tag == std::string("as_tensor")) return str_field(*v, "name", w);
-    auto [stag, sv] = as_union(*v, w + ".outputs[0]");
+    if (tag == std::string("as_tensor")) return J::str_field(*v, "name", w);
+    auto [stag, sv] = J::as_union(*v, w + ".outputs[0]");
     if (stag != "as_name") bad(w + ": a constant output");
-    return as_str(*sv, w);
+    return J::as_str(*sv, w);
   };
 
   Object fn;
@@ -821,7 +782,7 @@ void Builder::node(const Json& n, size_t index) {
     fn = primitive("operator." + op);
     if (!kwargs.empty()) bad(w + ": keyword inputs to an operator");
     if (outs.size() != 1) bad(w + " should have one output, has " + std::to_string(outs.size()));
-    std::string tag = as_union(outs[0], w + ".outputs[0]").first;
+    std::string tag = J::as_union(outs[0], w + ".outputs[0]").first;
     if (tag != "as_sym_int" && tag != "as_sym_float" && tag != "as_sym_bool") bad(w + ": output is '" + tag + "', not a number");
     std::string name = single_name(tag.c_str());
     define(name, Argument::node(call(fn, std::move(args), {}, name)), w);
@@ -857,7 +818,7 @@ void Builder::node(const Json& n, size_t index) {
   // the exported metadata (docs/pt2_format.md).
   if (qualified == "aten::_assert_tensor_metadata.default" || qualified == "aten::_assert_tensor_metadata") {
     for (const Json& o : outs)
-      if (as_union(o, w + ".outputs").first != "as_none") bad(w + ": _assert_tensor_metadata has no results");
+      if (J::as_union(o, w + ".outputs").first != "as_none") bad(w + ": _assert_tensor_metadata has no results");
     return;
   }
   fn = aten_op(qualified);
@@ -876,7 +837,7 @@ void Builder::node(const Json& n, size_t index) {
   // node is the tuple (or list) of results and each named value a getitem.
   const auto& returns = op->handle.schema().returns();
   if (outs.size() == 1 && returns.size() == 1) {
-    auto [tag, v] = as_union(outs[0], w + ".outputs[0]");
+    auto [tag, v] = J::as_union(outs[0], w + ".outputs[0]");
     if (tag == "as_tensor" || tag == "as_sym_int" || tag == "as_sym_float" || tag == "as_sym_bool") {
       std::string name = single_name(tag.c_str());
       define(name, Argument::node(call(fn, std::move(args), std::move(kwargs), name)), w);
@@ -889,16 +850,16 @@ void Builder::node(const Json& n, size_t index) {
     if (tag != "as_tensors" && tag != "as_optional_tensors") bad(w + ": unknown output kind '" + tag + "'");
     std::string base = node_name.empty() ? op->name.substr(0, op->name.find('.')) : identifier(node_name, w + ".name");
     Node* c = call(fn, std::move(args), std::move(kwargs), base);
-    const Json& items = as_array(*v, w + ".outputs[0]");
+    const Json& items = J::as_array(*v, w + ".outputs[0]");
     for (size_t j = 0; j < items.size(); ++j) {
       const Json* t = &items[j];
       if (tag == "as_optional_tensors") {
-        auto [otag, ov] = as_union(items[j], w + ".outputs[0]");
+        auto [otag, ov] = J::as_union(items[j], w + ".outputs[0]");
         if (otag == "as_none") continue;
         if (otag != "as_tensor") bad(w + ": unknown output kind '" + otag + "'");
         t = ov;
       }
-      std::string name = str_field(*t, "name", w + ".outputs[0]");
+      std::string name = J::str_field(*t, "name", w + ".outputs[0]");
       define(name, Argument::node(call(primitive("operator.getitem"), {Argument::node(c), Argument::integer(int64_t(j))}, {}, name)), w);
     }
     return;
@@ -908,22 +869,22 @@ void Builder::node(const Json& n, size_t index) {
   std::string base = node_name.empty() ? op->name.substr(0, op->name.find('.')) : identifier(node_name, w + ".name");
   Node* c = call(fn, std::move(args), std::move(kwargs), base);
   for (size_t j = 0; j < outs.size(); ++j) {
-    auto [tag, v] = as_union(outs[j], w + ".outputs[" + std::to_string(j) + "]");
+    auto [tag, v] = J::as_union(outs[j], w + ".outputs[" + std::to_string(j) + "]");
     if (tag == "as_none") continue;
     Node* item = call(primitive("operator.getitem"), {Argument::node(c), Argument::integer(int64_t(j))}, {},
-                      tag == "as_tensor" ? str_field(*v, "name", w) : base + "_" + std::to_string(j));
+                      tag == "as_tensor" ? J::str_field(*v, "name", w) : base + "_" + std::to_string(j));
     if (tag == "as_tensor") {
-      define(str_field(*v, "name", w), Argument::node(item), w);
+      define(J::str_field(*v, "name", w), Argument::node(item), w);
     } else if (tag == "as_tensors") {
-      const Json& items = as_array(*v, w + ".outputs");
+      const Json& items = J::as_array(*v, w + ".outputs");
       for (size_t k = 0; k < items.size(); ++k) {
-        std::string name = str_field(items[k], "name", w);
+        std::string name = J::str_field(items[k], "name", w);
         define(name, Argument::node(call(primitive("operator.getitem"), {Argument::node(item), Argument::integer(int64_t(k))}, {}, name)), w);
       }
     } else if (tag == "as_sym_int") {
-      auto [stag, sv] = as_union(*v, w);
+      auto [stag, sv] = J::as_union(*v, w);
       if (stag != "as_name") bad(w + ": a constant output");
-      define(as_str(*sv, w), Argument::node(item), w);
+      define(J::as_str(*sv, w), Argument::node(item), w);
     } else {
       bad(w + ": unknown output kind '" + tag + "'");
     }
@@ -934,18 +895,18 @@ void Builder::node(const Json& n, size_t index) {
 
 // A treespec string ("[1, {...}]", protocol 1) parsed; null when empty.
 Json parse_spec(const Json& s, const std::string& where) {
-  Json j = parse_limited(as_str(s, where), where);
-  if (!j.is_array() || j.size() != 2 || as_int(j[0], where + " protocol") != 1)
+  Json j = parse_limited(J::as_str(s, where), where);
+  if (!j.is_array() || j.size() != 2 || J::as_int(j[0], where + " protocol") != 1)
     unsupported(where + ": not a version-1 treespec");
   return j[1];
 }
 
 std::string spec_type(const Json& spec, const std::string& where) {
-  const Json* t = opt_field(spec, "type", where);
-  return t ? as_str(*t, where + ".type") : "";
+  const Json* t = J::opt_field(spec, "type", where);
+  return t ? J::as_str(*t, where + ".type") : "";
 }
 const Json& spec_children(const Json& spec, const std::string& where) {
-  return as_array(field(spec, "children_spec", where), where + ".children_spec");
+  return J::as_array(J::field(spec, "children_spec", where), where + ".children_spec");
 }
 
 // The output value the out_spec `spec` builds from `leaves` (consumed from `pos`).
@@ -964,7 +925,7 @@ Argument build_output(const Json& spec, const std::vector<Argument>& leaves, siz
   if (type == "builtins.tuple") return Argument::tuple(std::move(items));
   if (type == "builtins.list") return Argument::list(std::move(items));
   if (type == "builtins.dict") {
-    Json keys = parse_limited(as_str(field(spec, "context", where), where + ".context"), where + ".context");
+    Json keys = parse_limited(J::as_str(J::field(spec, "context", where), where + ".context"), where + ".context");
     if (!keys.is_array() || keys.size() != items.size()) bad(where + ": a dict's context is not its list of keys");
     ArgPairs pairs;
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -980,20 +941,20 @@ Argument build_output(const Json& spec, const std::vector<Argument>& leaves, siz
 // ---- the signature's outputs -----------------------------------------------------------------------
 
 void Builder::outputs(const Json& sig, const Json* out_spec) {
-  const Json& specs = as_array(field(sig, "output_specs", "signature"), "signature.output_specs");
+  const Json& specs = J::as_array(J::field(sig, "output_specs", "signature"), "signature.output_specs");
   std::vector<Argument> user;
   for (size_t i = 0; i < specs.size(); ++i) {
     std::string w = "signature.output_specs[" + std::to_string(i) + "]";
-    auto [tag, spec] = as_union(specs[i], w);
+    auto [tag, spec] = J::as_union(specs[i], w);
     w += "." + tag;
     if (tag == "user_output") {
-      user.push_back(arg(field(*spec, "arg", w), w + ".arg"));
+      user.push_back(arg(J::field(*spec, "arg", w), w + ".arg"));
     } else if (tag == "buffer_mutation" || tag == "parameter_mutation" || tag == "user_input_mutation") {
       // ep.module() writes the new value into the buffer (parameter, input)
       // after the graph ran: an aten::copy_ before the output.
-      Argument v = value(str_field(field(*spec, "arg", w), "name", w), w);
+      Argument v = value(J::str_field(J::field(*spec, "arg", w), "name", w), w);
       const char* key = tag == "buffer_mutation" ? "buffer_name" : tag == "parameter_mutation" ? "parameter_name" : "user_input_name";
-      std::string target = str_field(*spec, key, w);
+      std::string target = J::str_field(*spec, key, w);
       Node* dst = nullptr;
       if (tag == "user_input_mutation") {
         auto it = user_inputs_.find(target);
@@ -1032,12 +993,12 @@ std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> Builder::run() {
   const std::string model_record = "models/" + model_name_ + ".json";
   Json doc = parse_json(z_, model_record);
   if (!doc.is_object()) bad(model_record + " is not an object");
-  const Json& version = field(doc, "schema_version", model_record);
-  int64_t major = as_int(field(version, "major", "schema_version"), "schema_version.major");
-  int64_t minor = as_int(field(version, "minor", "schema_version"), "schema_version.minor");
+  const Json& version = J::field(doc, "schema_version", model_record);
+  int64_t major = J::as_int(J::field(version, "major", "schema_version"), "schema_version.major");
+  int64_t minor = J::as_int(J::field(version, "minor", "schema_version"), "schema_version.minor");
   std::string theirs = std::to_string(major) + "." + std::to_string(minor);
   std::string ours = std::to_string(kPt2SchemaMajor) + "." + std::to_string(kPt2SchemaMinor);
-  const Json* tv = opt_field(doc, "torch_version", model_record);
+  const Json* tv = J::opt_field(doc, "torch_version", model_record);
   std::string by = tv && tv->is_string() ? " (written by torch " + shown(tv->get<std::string>()) + ")" : "";
   if (major > kPt2SchemaMajor)
     unsupported("its schema version " + theirs + by + " is newer than the newest this build reads (" + ours +
@@ -1047,32 +1008,32 @@ std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> Builder::run() {
                 std::to_string(kPt2SchemaMajor) + ".x, as torch 2.14 writes); export it again with a newer torch");
   if (minor < 0) bad("schema_version.minor is negative");
 
-  const Json& gm = field(doc, "graph_module", model_record);
-  const Json& graph = field(gm, "graph", "graph_module");
-  const Json& sig = field(gm, "signature", "graph_module");
-  tensor_values_ = opt_field(graph, "tensor_values", "graph");
-  range_constraints_ = opt_field(doc, "range_constraints", model_record);
+  const Json& gm = J::field(doc, "graph_module", model_record);
+  const Json& graph = J::field(gm, "graph", "graph_module");
+  const Json& sig = J::field(gm, "signature", "graph_module");
+  tensor_values_ = J::opt_field(graph, "tensor_values", "graph");
+  range_constraints_ = J::opt_field(doc, "range_constraints", model_record);
   if (range_constraints_ && !range_constraints_->is_object()) bad("range_constraints is not an object");
   if (tensor_values_ && !tensor_values_->is_object()) bad("graph.tensor_values is not an object");
   const char* const sym_tables[] = {"sym_int_values", "sym_float_values", "sym_bool_values"};
   for (size_t i = 0; i < 3; ++i) {
-    sym_values_[i] = opt_field(graph, sym_tables[i], "graph");
+    sym_values_[i] = J::opt_field(graph, sym_tables[i], "graph");
     if (sym_values_[i] && !sym_values_[i]->is_object()) bad(std::string("graph.") + sym_tables[i] + " is not an object");
   }
-  range_constraints_ = opt_field(doc, "range_constraints", model_record);
+  range_constraints_ = J::opt_field(doc, "range_constraints", model_record);
   if (range_constraints_ && !range_constraints_->is_object()) bad("range_constraints is not an object");
-  if (const Json* co = opt_field(graph, "custom_obj_values", "graph"); co && !co->empty())
+  if (const Json* co = J::opt_field(graph, "custom_obj_values", "graph"); co && !co->empty())
     unsupported("the program holds TorchBind objects, which would have to be unpickled; fxcpp never unpickles");
 
   // The root call's pytree specs: inputs a flat tuple of positional values.
   const Json* in_spec = nullptr;
   Json in_spec_j, out_spec_j;
-  if (const Json* mcg = opt_field(gm, "module_call_graph", "graph_module")) {
-    for (const Json& e : as_array(*mcg, "module_call_graph")) {
-      if (str_field(e, "fqn", "module_call_graph entry") != "") continue;
-      if (const Json* s = opt_field(e, "signature", "module_call_graph entry")) {
-        in_spec_j = parse_spec(field(*s, "in_spec", "the root signature"), "in_spec");
-        out_spec_j = parse_spec(field(*s, "out_spec", "the root signature"), "out_spec");
+  if (const Json* mcg = J::opt_field(gm, "module_call_graph", "graph_module")) {
+    for (const Json& e : J::as_array(*mcg, "module_call_graph")) {
+      if (J::str_field(e, "fqn", "module_call_graph entry") != "") continue;
+      if (const Json* s = J::opt_field(e, "signature", "module_call_graph entry")) {
+        in_spec_j = parse_spec(J::field(*s, "in_spec", "the root signature"), "in_spec");
+        out_spec_j = parse_spec(J::field(*s, "out_spec", "the root signature"), "out_spec");
         in_spec = &in_spec_j;
       }
       break;
@@ -1097,11 +1058,11 @@ std::pair<std::unique_ptr<Graph>, std::vector<NamedTensor>> Builder::run() {
     counted = true;
   }
   if (!counted)
-    for (const Json& s : as_array(field(sig, "input_specs", "signature"), "signature.input_specs"))
+    for (const Json& s : J::as_array(J::field(sig, "input_specs", "signature"), "signature.input_specs"))
       num_user_inputs += s.is_object() && s.contains("user_input") ? 1 : 0;
 
   inputs(sig, graph, num_user_inputs);
-  const Json& nodes = as_array(field(graph, "nodes", "graph"), "graph.nodes");
+  const Json& nodes = J::as_array(J::field(graph, "nodes", "graph"), "graph.nodes");
   for (size_t i = 0; i < nodes.size(); ++i) node(nodes[i], i);
   outputs(sig, in_spec ? &out_spec_j : nullptr);
   return {std::move(g_), std::move(tensors_)};
