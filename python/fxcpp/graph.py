@@ -28,7 +28,7 @@ from . import _C, _torch_compat
 import torch.fx._pytree as fx_pytree
 from ._compatibility import compatibility
 from .node import Argument, Node, Target, _get_qualified_name, _type_repr, map_arg, _pretty_print_target
-from .node import _side_effectful_functions, _module_is_impure, _bad_target
+from .node import _side_effectful_functions, _module_is_impure, _bad_target, _python_signatures
 from .immutable_collections import immutable_dict, immutable_list
 
 if TYPE_CHECKING:
@@ -993,3 +993,6 @@ inplace_methods = {
     'imul': '{} *= {}', 'imatmul': '{} @= {}', 'ior': '{} |= {}', 'ipow': '{} **= {}', 'irshift': '{} >>= {}',
     'isub': '{} -= {}', 'itruediv': '{} /= {}', 'ixor': '{} ^= {}', 'setitem': '{}[{}] = {}',
 }
+
+
+_python_signatures(Graph, torch.fx.Graph)  # Note [Method signatures]

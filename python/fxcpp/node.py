@@ -5,6 +5,7 @@ module adds the Python-only parts: purity checks that need modules, argument
 normalization, and torch.fx's helper functions used by printing and codegen.
 """
 import builtins
+import inspect
 import types
 import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
@@ -377,3 +378,21 @@ def map_aggregate(a: Argument, fn: Callable[[Argument], Argument]) -> Argument:
     if isinstance(a, slice):
         return slice(*(map_aggregate(part, fn) for part in (a.start, a.stop, a.step)))
     return fn(a)
+
+
+def _python_signatures(cls, ref):
+    """Shows each public C method of `cls` that torch.fx's class `ref` writes in Python with
+    `self` positional-or-keyword, as torch.fx shows it (Note [Method signatures] in
+    src/bindings/signed_method.cpp); the calls themselves go straight to the C methods."""
+    for name in dir(ref):
+        method = getattr(cls, name, None)
+        if name.startswith('_') or not isinstance(method, types.MethodDescriptorType) or \
+                not inspect.isfunction(inspect.getattr_static(ref, name, None)):
+            continue
+        sig = inspect.signature(method)
+        params = list(sig.parameters.values())
+        params[0] = params[0].replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        setattr(cls, name, _C.SignedMethod(method, sig.replace(parameters=params)))
+
+
+_python_signatures(Node, torch.fx.Node)

@@ -182,6 +182,8 @@ int init_trace(PyObject* m);
 int init_toolbox(PyObject* m);
 /// The graph explorer's layout and diff (explorer_bindings.cpp).
 int init_explorer(PyObject* m);
+/// fxcpp._C.SignedMethod (signed_method.cpp, Note [Method signatures]).
+int init_signed_method(PyObject* m);
 /// The core graph of a fxcpp.Graph object (borrowed), or null with TypeError set.
 Graph* core_graph_of(PyObject* graph);
 

@@ -119,7 +119,7 @@ PyMODINIT_FUNC PyInit__C() {
   if (add_functions(m.get(), module_methods) < 0 || init_node_type(m.get()) < 0 || init_graph_type(m.get()) < 0 ||
       init_interpreter(m.get()) < 0 || init_matcher(m.get()) < 0 || init_tools(m.get()) < 0 ||
       init_trace(m.get()) < 0 || init_code(m.get()) < 0 || init_toolbox(m.get()) < 0 ||
-      init_handover(m.get()) < 0 || init_explorer(m.get()) < 0)
+      init_handover(m.get()) < 0 || init_explorer(m.get()) < 0 || init_signed_method(m.get()) < 0)
     return nullptr;
   return m.release();
 }

@@ -726,3 +726,42 @@ def test_normalized_arguments_passes_normalize_to_only_use_kwargs_on(kwargs_only
                 if n.op in ('call_function', 'call_module')]
     out = same(norm)
     assert out[0] == 'ok'
+
+
+def _signature_shape(fn):
+    """A signature's parameters as (name, kind, default), annotations left out and a function
+    default as its kind (the two libraries' lambdas differ)."""
+    out = []
+    for p in inspect.signature(fn).parameters.values():
+        d = p.default
+        d = '<function>' if inspect.isfunction(d) else '-' if d is inspect.Parameter.empty else repr(d)
+        out.append((p.name, p.kind.name, d))
+    return out
+
+
+@pytest.mark.parametrize('cls', ['Graph', 'Node', 'GraphModule', 'Tracer', 'Interpreter', 'Transformer', 'Proxy'])
+def test_every_public_method_has_torch_fx_signature(cls):
+    """inspect.signature of each public method of torch.fx's class, on fxcpp's: the same
+    parameters, kinds and defaults (C methods included: Note [Method signatures])."""
+    ref, got = getattr(tfx, cls), getattr(fxcpp, cls)
+    wrong = []
+    for name in sorted(dir(ref)):
+        if name.startswith('_') and name != '__init__':
+            continue
+        member = inspect.getattr_static(ref, name, None)
+        if not callable(member) and not isinstance(member, (staticmethod, classmethod)):
+            continue
+        try:
+            want = _signature_shape(getattr(ref, name))
+        except (TypeError, ValueError):
+            continue  # torch.fx's own has none (a C slot)
+        if not hasattr(got, name):
+            wrong.append(f'{name}: missing')
+            continue
+        have = _signature_shape(getattr(got, name))
+        # The one allowance: trailing options torch.fx 2.x added, kept on 1.13 (print_readable's,
+        # which change nothing there): torch.fx's parameters first, each extra one defaulted.
+        superset = not TORCH2 and have[:len(want)] == want and all(d != '-' for _, _, d in have[len(want):])
+        if have != want and not superset:
+            wrong.append(f'{name}: {have} != {want}')
+    assert not wrong, '\n'.join(wrong)
