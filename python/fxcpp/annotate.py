@@ -23,3 +23,10 @@ def annotate(val, type):
                            f"annotate on the same value twice")
     node.type = type
     return val
+
+
+# torch.fx.annotate's __all__ where the installed torch has one (torch.fx 1.13 has none).
+import torch.fx.annotate as _torch_module  # noqa: E402
+if hasattr(_torch_module, '__all__'):
+    __all__ = [n for n in _torch_module.__all__ if n in globals()]
+del _torch_module

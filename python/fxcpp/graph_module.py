@@ -873,3 +873,10 @@ class _GraphModuleModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _GraphModuleModule
+
+
+# torch.fx.graph_module's __all__ where the installed torch has one (torch.fx 1.13 has none).
+import torch.fx.graph_module as _torch_module  # noqa: E402
+if hasattr(_torch_module, '__all__'):
+    __all__ = [n for n in _torch_module.__all__ if n in globals()]
+del _torch_module

@@ -20,7 +20,6 @@ from .immutable_collections import immutable_dict, immutable_list
 if TYPE_CHECKING:
     from .graph import Graph
 
-__all__ = ['Node', 'map_arg', 'map_aggregate']
 
 BaseArgumentTypes = Union[str, int, float, bool, complex, torch.dtype,
                           torch.Tensor, torch.device, torch.memory_format, torch.layout]
@@ -396,3 +395,6 @@ def _python_signatures(cls, ref):
 
 
 _python_signatures(Node, torch.fx.Node)
+
+# torch.fx.node's __all__ on the installed torch (has_side_effect from 2.x on).
+__all__ = [n for n in getattr(torch.fx.node, '__all__', ('Node', 'map_arg', 'map_aggregate')) if n in globals()]

@@ -25,7 +25,12 @@ from ..node import Node
 from .shape_prop import TensorMetadata
 from .tools_common import CALLABLE_NODE_OPS, get_node_target
 
-__all__ = ['OperatorSupportBase', 'OperatorSupport', 'create_op_support', 'chain', 'OpSupports']
+if hasattr(_torch_operator_support, 'any_chain'):  # torch.fx 2.x: like chain, torch.fx's own
+    any_chain = _torch_operator_support.any_chain
+
+__all__ = [n for n in getattr(_torch_operator_support, '__all__', ('OperatorSupportBase', 'OperatorSupport',
+                                                                  'create_op_support', 'chain', 'OpSupports'))
+           if n in ('OperatorSupportBase', 'OperatorSupport', 'create_op_support', 'chain', 'OpSupports', 'any_chain')]
 
 _TENSOR_METADATA = (TensorMetadata, _TorchTensorMetadata)
 # fxcpp's nodes are torch.fx nodes on 1.13 only (torch.fx 2.x's Node has a C base): both count.
